@@ -1,0 +1,54 @@
+# flashprefill: plain nvcc / cc calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart static)
+# and keeps each CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized
+# wgmma fails the build.
+
+NVCC    ?= nvcc
+CC      ?= cc
+PYTHON  ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
+BUILD   := build
+
+HOPPER  := -gencode=arch=compute_90a,code=sm_90a
+CFLAGS  := -O2 -std=gnu11 -fPIC -Wall -Wextra -Werror -Iinclude -Isrc
+NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc -Xptxas -v \
+           -Werror all-warnings
+
+C_SRC   := $(wildcard src/*.c)
+CU_SRC  := $(wildcard cuda/*.cu)
+HEADERS := $(wildcard include/*.h src/*.h cuda/*.cuh)
+OBJ     := $(C_SRC:src/%.c=$(BUILD)/%.o) $(CU_SRC:cuda/%.cu=$(BUILD)/%.cu.o)
+LIB     := $(BUILD)/libflashprefill.so
+
+# ptxas lines that fail the build: any non-zero spill or stack frame, any serialized wgmma.
+PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
+
+.PHONY: all test demo bench gpu-check clean
+all: $(LIB)
+
+$(BUILD):
+	mkdir -p $@
+
+$(BUILD)/%.o: src/%.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
+	$(NVCC) $(NVFLAGS) -c $< -o $@ 2> $(BUILD)/$*.ptxas.txt || { cat $(BUILD)/$*.ptxas.txt; rm -f $@; exit 1; }
+	@if grep -Eq $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; then \
+	  grep -E $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
+
+$(LIB): $(OBJ)
+	$(NVCC) $(HOPPER) -shared -cudart static -o $@ $(OBJ)
+
+test: all
+	PYTHONPATH=python $(PYTHON) -m pytest tests -ra
+
+demo: all
+	PYTHONPATH=python $(PYTHON) tools/demo.py
+
+bench: all
+	PYTHONPATH=python $(PYTHON) tools/bench.py
+
+gpu-check: all
+	PYTHONPATH=python $(PYTHON) tools/gpu_check.py
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,113 @@
+/* flashprefill: causal prefill attention in FP8 and BF16 behind one C ABI.
+ *
+ * Layout of every tensor: (batch, seq, heads, dim) addressed through int64 strides in elements;
+ * the last dim must be contiguous (stride_dim == 1). All pointers are device pointers.
+ *
+ *   out[b, i, h, :] = softmax(scale * q[b, i, h, :] . k[b, j, h / (heads_q / heads_kv), :]^T over j) v[...]
+ *
+ * With `causal`, query i may attend to key j only when j <= i + (seqlen_k - seqlen_q): the mask is aligned
+ * bottom-right, as in FlashAttention, so seqlen_q < seqlen_k means "the last seqlen_q tokens of a longer
+ * sequence". Causal requires seqlen_q <= seqlen_k.
+ *
+ * The library never aborts, never prints and reads no environment variables: every failure is a status,
+ * and flashprefill_last_error() says which argument was wrong and why (thread-local).
+ */
+#ifndef FLASHPREFILL_H
+#define FLASHPREFILL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHPREFILL_VERSION_MAJOR 0
+#define FLASHPREFILL_VERSION_MINOR 1
+#define FLASHPREFILL_VERSION_PATCH 0
+
+typedef enum flashprefill_status {
+    FLASHPREFILL_SUCCESS = 0,
+    FLASHPREFILL_ERROR_INVALID_ARGUMENT = 1, /* the call can never be valid: fix the arguments */
+    FLASHPREFILL_ERROR_NOT_SUPPORTED = 2,    /* valid, but no kernel of this build handles it */
+    FLASHPREFILL_ERROR_NO_DEVICE = 3,        /* no usable GPU (no driver, no device, wrong architecture) */
+    FLASHPREFILL_ERROR_DEVICE = 4,           /* the GPU runtime reported an error (launch, memory) */
+} flashprefill_status;
+
+typedef enum flashprefill_dtype {
+    FLASHPREFILL_DTYPE_BF16 = 1,
+    FLASHPREFILL_DTYPE_FP8_E4M3 = 2, /* OCP e4m3fn: max 448, no infinities, NaN = 0x7f / 0xff */
+} flashprefill_dtype;
+
+/* How an FP8 tensor's codes turn back into values: value = code * descale. */
+typedef enum flashprefill_descale_kind {
+    FLASHPREFILL_DESCALE_NONE = 0,       /* descale 1 (the only choice for bf16 inputs) */
+    FLASHPREFILL_DESCALE_PER_TENSOR = 1, /* factors: 1 float */
+    FLASHPREFILL_DESCALE_PER_HEAD = 2,   /* factors: float[batch][heads_kv], as FlashAttention-3 (q too) */
+    FLASHPREFILL_DESCALE_PER_BLOCK = 3,  /* exponents: int8[batch][heads][ceil(seqlen / block_tokens)],
+                                            descale = 2^exponent; heads = heads_q for q, heads_kv for k, v */
+} flashprefill_descale_kind;
+
+typedef struct flashprefill_descale {
+    flashprefill_descale_kind kind;
+    int32_t block_tokens;     /* PER_BLOCK only: tokens per block (one block spans the head dim) */
+    const float *factors;     /* PER_TENSOR, PER_HEAD: device pointer, contiguous */
+    const int8_t *exponents;  /* PER_BLOCK: device pointer, contiguous */
+} flashprefill_descale;
+
+typedef struct flashprefill_params {
+    /* Tensors: device pointers, 16-byte aligned. */
+    const void *q;   /* (batch, seqlen_q, heads_q, dim_qk), in_dtype */
+    const void *k;   /* (batch, seqlen_k, heads_kv, dim_qk), in_dtype */
+    const void *v;   /* (batch, seqlen_k, heads_kv, dim_v), in_dtype */
+    void *out;       /* (batch, seqlen_q, heads_q, dim_v), out_dtype; must not overlap itself */
+    float *lse;      /* optional (NULL): (batch, heads_q, seqlen_q) contiguous, natural log of the row sum
+                        of exp(scale * q.k), i.e. including the softmax scale */
+
+    /* Strides in elements; every stride times the element size must be a multiple of 16 bytes,
+       except stride_dim, which must be 1. */
+    int64_t q_stride_batch, q_stride_seq, q_stride_head, q_stride_dim;
+    int64_t k_stride_batch, k_stride_seq, k_stride_head, k_stride_dim;
+    int64_t v_stride_batch, v_stride_seq, v_stride_head, v_stride_dim;
+    int64_t out_stride_batch, out_stride_seq, out_stride_head, out_stride_dim;
+
+    /* Shapes. */
+    int32_t batch;
+    int32_t seqlen_q;
+    int32_t seqlen_k;
+    int32_t heads_q;   /* a multiple of heads_kv (grouped-query attention) */
+    int32_t heads_kv;
+    int32_t dim_qk;
+    int32_t dim_v;
+
+    /* Numerics. */
+    flashprefill_dtype in_dtype;   /* q, k and v alike */
+    flashprefill_dtype out_dtype;  /* bf16 (fp8 output is reserved) */
+    int32_t causal;                /* 0 or 1 */
+    float softmax_scale;           /* finite and > 0; usually 1 / sqrt(dim_qk) */
+    flashprefill_descale q_descale, k_descale, v_descale; /* fp8 only; kind NONE for bf16 */
+} flashprefill_params;
+
+/* "0.1.0". */
+const char *flashprefill_version(void);
+
+/* A fixed description of a status, e.g. "invalid argument". Never NULL. */
+const char *flashprefill_status_string(flashprefill_status status);
+
+/* The message of the last failed call on this thread ("" after a success). Never NULL; valid until the
+   next call on this thread. */
+const char *flashprefill_last_error(void);
+
+/* Validates p and looks for a kernel of this build that handles it, without touching the GPU:
+   FLASHPREFILL_SUCCESS, FLASHPREFILL_ERROR_INVALID_ARGUMENT or FLASHPREFILL_ERROR_NOT_SUPPORTED. */
+flashprefill_status flashprefill_supports(const flashprefill_params *p);
+
+/* Enqueues the attention on `stream` (a cudaStream_t; NULL is the legacy default stream) and returns
+   without waiting. Checks p as flashprefill_supports does, then the device (present, Hopper sm_90, the
+   pointers on it). */
+flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHPREFILL_H */

@@ -1,0 +1,73 @@
+"""ctypes mirrors of the parameter types of include/flashprefill.h.
+
+The C header is the definition; tests/test_params_layout.py compiles it and checks that every field here has
+the C offset and size. C enums are `int` on every ABI this library targets, hence ctypes.c_int.
+"""
+import ctypes
+import enum
+
+
+class Status(enum.IntEnum):
+    """flashprefill_status."""
+    SUCCESS = 0
+    ERROR_INVALID_ARGUMENT = 1  # the call can never be valid: fix the arguments
+    ERROR_NOT_SUPPORTED = 2     # valid, but no kernel of this build handles it
+    ERROR_NO_DEVICE = 3         # no usable GPU (no driver, no device, wrong architecture)
+    ERROR_DEVICE = 4            # the GPU runtime reported an error (launch, memory)
+
+
+class DType(enum.IntEnum):
+    """flashprefill_dtype."""
+    BF16 = 1
+    FP8_E4M3 = 2  # OCP e4m3fn
+
+
+class DescaleKind(enum.IntEnum):
+    """flashprefill_descale_kind: how FP8 codes turn back into values (value = code * descale)."""
+    NONE = 0
+    PER_TENSOR = 1  # factors: 1 float
+    PER_HEAD = 2    # factors: float[batch][heads_kv]
+    PER_BLOCK = 3   # exponents: int8[batch][heads][ceil(seqlen / block_tokens)], descale = 2^exponent
+
+
+class Descale(ctypes.Structure):
+    """flashprefill_descale."""
+    _fields_ = [
+        ("kind", ctypes.c_int),             # flashprefill_descale_kind
+        ("block_tokens", ctypes.c_int32),   # PER_BLOCK only
+        ("factors", ctypes.c_void_p),       # const float *, PER_TENSOR / PER_HEAD
+        ("exponents", ctypes.c_void_p),     # const int8_t *, PER_BLOCK
+    ]
+
+
+def _strides(tensor):
+    return [(f"{tensor}_stride_{axis}", ctypes.c_int64) for axis in ("batch", "seq", "head", "dim")]
+
+
+class Params(ctypes.Structure):
+    """flashprefill_params: device pointers, int64 strides in elements, shapes, numerics."""
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        *_strides("q"),
+        *_strides("k"),
+        *_strides("v"),
+        *_strides("out"),
+        ("batch", ctypes.c_int32),
+        ("seqlen_q", ctypes.c_int32),
+        ("seqlen_k", ctypes.c_int32),
+        ("heads_q", ctypes.c_int32),
+        ("heads_kv", ctypes.c_int32),
+        ("dim_qk", ctypes.c_int32),
+        ("dim_v", ctypes.c_int32),
+        ("in_dtype", ctypes.c_int),   # flashprefill_dtype
+        ("out_dtype", ctypes.c_int),  # flashprefill_dtype
+        ("causal", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("q_descale", Descale),
+        ("k_descale", Descale),
+        ("v_descale", Descale),
+    ]

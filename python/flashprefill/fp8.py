@@ -1,0 +1,301 @@
+"""FP8 numerics model: the e4m3 codec, the quantizers and a bit-exact model of the exp-free probability encoder.
+
+Everything here is written against an array module ``xp`` (numpy or cupy, whichever holds the input) and uses
+only operations both support, so the same code runs on host and device arrays. ml_dtypes is not used at run
+time; the tests check this module against it.
+
+e4m3 here is OCP e4m3fn: a code is ``sign<<7 | E<<3 | M``; normal (E >= 1) values are ``2^(E-7)·(1+M/8)``,
+subnormal (E == 0) values ``M·2^-9``; the largest finite value is 448 (code 0x7e), codes 0x7f / 0xff are NaN,
+and there is no infinity.
+"""
+import numpy as np
+
+try:
+    import cupy as _cupy
+except ImportError:
+    _cupy = None
+
+E4M3_MAX = 448.0
+E4M3_NAN_CODE = 0x7F
+E4M3_MAX_CODE = 0x7E
+LOG2_E = 1.4426950408889634
+
+
+def array_module(x):
+    """numpy or cupy, whichever module ``x`` belongs to (numpy when cupy is not installed)."""
+    return np if _cupy is None else _cupy.get_array_module(x)
+
+
+def _decode_table():
+    """float32[256]: the value of every e4m3fn code, built from the bit layout."""
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> 3) & 0xF, (codes & 7).astype(np.float64)
+    magnitude = np.where(exponent == 0, mantissa * 2.0**-9, np.ldexp(1.0 + mantissa / 8, exponent - 7))
+    value = np.where(codes & 0x80, -magnitude, magnitude)
+    return np.where((codes & 0x7F) == E4M3_NAN_CODE, np.nan, value).astype(np.float32)
+
+
+_E4M3_VALUES = _decode_table()
+
+
+def e4m3_decode(codes):
+    """uint8 e4m3fn codes (any shape) -> float32 values of the same shape (NaN codes give NaN)."""
+    xp = array_module(codes)
+    return xp.asarray(_E4M3_VALUES)[codes.astype(xp.uint8)]
+
+
+def e4m3_encode(x):
+    """float32 values (any shape; other float dtypes are first cast to float32) -> uint8 e4m3fn codes.
+
+    Round to nearest, ties to even, on the float32 bits; subnormals exact (smallest 2^-9, values below 2^-10
+    round to ±0, keeping the sign). Rule for values outside the finite range: every magnitude above 448,
+    infinities included, saturates to ±448 (code 0x7e | sign), as PTX ``cvt.rn.satfinite`` does; NaN gives
+    0x7f. (ml_dtypes differs only there: it gives NaN for magnitudes >= 464 and for ±inf.)
+    """
+    xp = array_module(x)
+    bits = xp.ascontiguousarray(xp.asarray(x, dtype=xp.float32)).view(xp.uint32)
+    sign = (bits >> 31).astype(xp.uint8) << 7
+    magnitude = bits & 0x7FFFFFFF
+    exponent_f32 = magnitude >> 23
+    # Normal e4m3 (|x| >= 2^-6, float32 exponent >= 121): rebias 127 -> 7, round 23 -> 3 mantissa bits.
+    # A rounding carry moves into the exponent field, which is the right result.
+    rebased = magnitude - xp.uint32(120 << 23)
+    normal = (rebased + xp.uint32(0x7FFFF) + ((rebased >> 20) & 1)) >> 20
+    normal = xp.minimum(normal, xp.uint32(E4M3_MAX_CODE))
+    # Subnormal e4m3: code = round(|x| / 2^-9) = round(significand >> shift), shift = 141 - exponent_f32 >= 21
+    # (float32 subnormals have no implicit bit and exponent 1); shift is capped at 31, which already gives 0.
+    significand = xp.where(exponent_f32 > 0, (magnitude & 0x7FFFFF) | 0x800000, magnitude & 0x7FFFFF)
+    shift = xp.minimum(xp.uint32(141) - xp.maximum(exponent_f32, xp.uint32(1)), xp.uint32(31))
+    quotient = significand >> shift
+    remainder = significand & ((xp.uint32(1) << shift) - xp.uint32(1))
+    half = xp.uint32(1) << (shift - xp.uint32(1))
+    round_up = (remainder > half) | ((remainder == half) & ((quotient & 1) == 1))
+    subnormal = quotient + round_up.astype(xp.uint32)
+    code = xp.where(exponent_f32 >= 121, normal, subnormal).astype(xp.uint8) | sign
+    return xp.where(magnitude > 0x7F800000, xp.uint8(E4M3_NAN_CODE), code)
+
+
+def block_scales(exponents, seqlen, block_tokens):
+    """int8 (batch, heads, ceil(seqlen/block_tokens)) exponents -> float64 (batch, seqlen, heads) scales 2^e."""
+    xp = array_module(exponents)
+    token_block = xp.arange(seqlen) // block_tokens
+    return xp.ldexp(1.0, exponents.astype(xp.int32)[:, :, token_block]).transpose(0, 2, 1)
+
+
+def quantize_blocks(x, block_tokens=128):
+    """Per-block power-of-two quantization: x ≈ e4m3_decode(codes) · 2^e.
+
+    x: float (batch, seq, heads, dim), rounded to float32 first (exact for bf16/fp16/fp32 inputs).
+    Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
+    one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
+    e is the smallest integer with amax/2^e <= 448, so the block's largest magnitude lands in (224, 448].
+    Blocks that are all zero, or hold inf/NaN, get e = 0; e is clamped to [-128, 127]. Dividing by 2^e is
+    done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only error.
+    """
+    xp = array_module(x)
+    x32 = xp.asarray(x, dtype=xp.float32)
+    batch, seqlen, heads, dim = x32.shape
+    n_blocks = -(-seqlen // block_tokens)
+    padded = xp.zeros((batch, n_blocks * block_tokens, heads, dim), dtype=xp.float32)
+    padded[:, :seqlen] = xp.abs(x32)
+    amax = padded.reshape(batch, n_blocks, block_tokens, heads, dim).max(axis=(2, 4)).transpose(0, 2, 1)
+    # amax = f·2^k, f in [0.5, 1), and 448 = 0.875·2^9: amax <= 448·2^e  <=>  e >= k - 9 + (f > 0.875).
+    fraction, power = xp.frexp(amax.astype(xp.float64))
+    exponent = power.astype(xp.int32) - 9 + (fraction > 0.875).astype(xp.int32)
+    exponent = xp.where((amax > 0) & xp.isfinite(amax), exponent, 0)
+    exponents = xp.clip(exponent, -128, 127).astype(xp.int8)
+    scaled = x32.astype(xp.float64) / block_scales(exponents, seqlen, block_tokens)[..., None]
+    return e4m3_encode(scaled.astype(xp.float32)), exponents
+
+
+def dequantize_blocks(codes, exponents, block_tokens=128):
+    """Inverse of quantize_blocks: uint8 codes (batch, seq, heads, dim) -> float64 of that shape, exact."""
+    scales = block_scales(exponents, codes.shape[1], block_tokens)
+    return e4m3_decode(codes).astype(scales.dtype) * scales[..., None]
+
+
+def quantize_per_tensor(x):
+    """FlashAttention-3 convention: x ≈ e4m3_decode(codes) · descale with descale = amax/448.
+
+    x: float (any shape). Returns codes uint8 (x's shape) and descale float32 0-d array (1.0 for an all-zero x).
+    """
+    xp = array_module(x)
+    x32 = xp.asarray(x, dtype=xp.float32)
+    amax = xp.abs(x32).max()
+    descale = xp.where(amax > 0, amax / xp.float32(E4M3_MAX), xp.float32(1.0)).astype(xp.float32)
+    return e4m3_encode(x32 / descale), descale
+
+
+def quantize_per_head(x):
+    """As quantize_per_tensor with one descale per (batch, head): x float (batch, seq, heads, dim) ->
+    codes uint8 (batch, seq, heads, dim), descale float32 (batch, heads)."""
+    xp = array_module(x)
+    x32 = xp.asarray(x, dtype=xp.float32)
+    amax = xp.abs(x32).max(axis=(1, 3))
+    descale = xp.where(amax > 0, amax / xp.float32(E4M3_MAX), xp.float32(1.0)).astype(xp.float32)
+    return e4m3_encode(x32 / descale[:, None, :, None]), descale
+
+
+def fma_f32(a, b, c):
+    """Correctly rounded float32 fused multiply-add a·b + c (what the GPU's FFMA does), elementwise.
+
+    a, b, c: float32 arrays (broadcastable). The float64 product of two float32 is exact; the float64 sum is
+    rounded, and its error is recovered exactly (TwoSum). A plain cast to float32 is then correct except when
+    the float64 sum sits exactly on a float32 midpoint while the exact sum does not: there the sum is moved one
+    float64 ulp towards the exact value before the cast. Valid when the result is a normal float32; infinities
+    propagate as in IEEE arithmetic.
+    """
+    xp = array_module(a)
+    product = a.astype(xp.float64) * b.astype(xp.float64)
+    addend = xp.asarray(c, dtype=xp.float32).astype(xp.float64)
+    total = product + addend
+    with np.errstate(invalid="ignore"):
+        product_part = total - addend
+        error = (addend - (total - product_part)) + (product - product_part)
+    low_bits = xp.ascontiguousarray(total).view(xp.uint64) & xp.uint64((1 << 29) - 1)
+    on_midpoint = (low_bits == xp.uint64(1 << 28)) & (error != 0) & xp.isfinite(error)
+    nudged = xp.nextafter(total, xp.where(error > 0, xp.inf, -xp.inf))
+    return xp.where(on_midpoint, nudged, total).astype(xp.float32)
+
+
+# Exp-free FP8 probabilities (DESIGN.md "Exp-free FP8 probability").
+#
+# For p' = 2^u (u = t + offset_log2, t <= 0 the log2-domain score minus the row max), the e4m3 code of a normal
+# value is b = 8·(floor(u) + 7) + 8·(mantissa fraction). Taking the mantissa as linear in u, 2^f ≈ 1 + f, gives
+# b ≈ 8u + 56. 1 + f lies above 2^f by up to 6.1% (at f = 1/ln2 - 1); subtracting c = 0.34 code steps centres
+# that error (+3.1% / -2.9% before rounding b to an integer). Rounding adds up to half a code step, i.e. a
+# relative 1/16 at the bottom of a binade; expfree_relative_error_bound gives the exact worst case (7.5% for
+# c = 0.34; the minimax c after rounding is 0.370, at 7.3%).
+#
+# The kernel gets the rounded integer from one FFMA by adding a "magic" constant 1.5·2^k: the sum's unit in the
+# last place is 2^(k-23), so the float's low bits hold the rounded value. With k = 23 (code_byte 0) the per-row
+# constant C_row is itself a float32 integer, which drops c and the fraction of 8·m: each row and tile gets its
+# own rounding offset of up to half a code step. With k = 15 (code_byte 1) there are 8 fraction bits below the
+# code; the code is byte 1 of the float, and adding 0.5 to C_row turns the byte's truncation into rounding.
+# Either byte is picked by the same byte permute (PRMT) that packs four codes per register.
+
+EXPFREE_MAGIC = {0: 1.5 * 2.0**23, 1: 1.5 * 2.0**15}
+SUBNORMAL_RULES = ("linear", "flush")
+
+
+def expfree_relative_error_bound(c):
+    """Worst |decode(b)/2^u - 1| over u for b = round(8u + 56 - c) in the normal range, exactly.
+
+    Code 56 + M (M = 0..7) is chosen for u in [(M - 0.5 + c)/8, (M + 0.5 + c)/8) (one binade; the pattern
+    repeats) and its value 1 + M/8 is fixed while 2^u grows, so the extremes sit at the interval ends.
+    """
+    mantissa = np.arange(8.0)
+    over = (1 + mantissa / 8) * 2.0 ** (-(mantissa - 0.5 + c) / 8) - 1
+    under = 1 - (1 + mantissa / 8) * 2.0 ** (-(mantissa + 0.5 + c) / 8)
+    return float(max(over.max(), under.max()))
+
+
+def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1):
+    """Bit-exact model of the kernel's exp-free encoder: e4m3 codes of p' ≈ 2^(s·scale_log2 - m + offset_log2).
+
+    s: float32 raw scores q·k (rows, cols) or any (..., cols); masked entries -inf (they give code 0).
+    scale_log2: float, softmax_scale·log2(e).
+    row_max_log2: float32 (...,) finite running row max in log2 units (max of s·scale_log2 as float32 FMUL).
+    offset_log2: int, p' = 256 at the row max for the default 8 (code 120; 2^9 would pass 448).
+    c: the linear-mantissa correction in code steps (see the section comment).
+    subnormal: "linear" keeps the clamped byte, so codes 1..7 are read as subnormals M·2^-9 where the
+        linear rule meant 2^-7·(1 + M/8) (too small by a factor 2M/(8+M)) and code 0 as zero; "flush" maps
+        codes 1..7 to 0 (one more instruction). Either way p' below about 2^-7 (p below 2^-15 of the row
+        max) is lost; tests/test_fp8.py measures both.
+    code_byte: 0 or 1, the byte of the FFMA result that holds the code (magic 1.5·2^23 or 1.5·2^15).
+
+    The float32 steps, as the kernel does them:
+        scale8 = f32(8·scale_log2); K = f32(magic + 56 - c + 8·offset_log2 + 0.5·code_byte)   (host)
+        C_row = fmaf(-8, m, K)                                     once per row and tile
+        y = fmaf(s, scale8, C_row); bits = max_s32(bits(y), bits(magic)); code = byte code_byte of bits
+    Returns uint8 codes shaped like s.
+    """
+    if subnormal not in SUBNORMAL_RULES:
+        raise ValueError(f"subnormal must be one of {SUBNORMAL_RULES}, got {subnormal!r}")
+    xp = array_module(s)
+    magic = EXPFREE_MAGIC[code_byte]
+    scale8 = xp.asarray(8 * scale_log2, dtype=xp.float32)
+    row_constant_base = xp.asarray(magic + 56 - c + 8 * offset_log2 + 0.5 * code_byte, dtype=xp.float32)
+    row_max = xp.asarray(row_max_log2, dtype=xp.float32)
+    row_constant = fma_f32(xp.full(row_max.shape, -8, dtype=xp.float32), row_max, row_constant_base)
+    y = fma_f32(xp.asarray(s, dtype=xp.float32), scale8, row_constant[..., None])
+    magic_bits = int(np.float32(magic).view(np.int32))
+    bits = xp.maximum(xp.ascontiguousarray(y).view(xp.int32), magic_bits)
+    codes = ((bits >> (8 * code_byte)) & 0xFF).astype(xp.uint8)
+    if subnormal == "flush":
+        codes = xp.where(codes < 8, xp.uint8(0), codes)
+    return codes
+
+
+def expfree_decode(codes, offset_log2=8):
+    """uint8 codes from expfree_codes -> float32 probabilities relative to the row max, decode(code)·2^-offset."""
+    return e4m3_decode(codes) * np.float32(2.0**-offset_log2)
+
+
+def expfree_probabilities(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1):
+    """Codes as expfree_codes, plus float64 (...,) row sums of the decoded probabilities (what the kernel sums:
+    the probabilities P·V actually used, relative to the row max)."""
+    codes = expfree_codes(s, scale_log2, row_max_log2, offset_log2, c, subnormal, code_byte)
+    return codes, expfree_decode(codes, offset_log2).astype(np.float64).sum(axis=-1)
+
+
+def _dequantize(codes, descale):
+    """uint8 codes (batch, seq, heads, dim) and a descale of shape (), (batch, heads) or (batch, seq, heads)
+    -> float64 values."""
+    xp = array_module(codes)
+    descale = xp.asarray(descale, dtype=xp.float64)
+    if descale.ndim == 2:
+        descale = descale[:, None, :, None]
+    elif descale.ndim == 3:
+        descale = descale[..., None]
+    return e4m3_decode(codes).astype(xp.float64) * descale
+
+
+def attention_fp8_model(q_codes, k_codes, v_codes, q_descale, k_descale, v_descale, *, causal=True,
+                        softmax_scale=None, kv_tile=128, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
+                        return_lse=False):
+    """Emulation of the FP8 kernel pipeline (float64 except where the kernel rounds to float32 or e4m3).
+
+    q_codes uint8 (batch, seqlen_q, heads_q, dim_qk); k_codes uint8 (batch, seqlen_k, heads_kv, dim_qk);
+    v_codes uint8 (batch, seqlen_k, heads_kv, dim_v). Each descale is float of shape () (per tensor),
+    (batch, heads) (per head) or (batch, seq, heads) (per token; per-block exponents via block_scales).
+    Mask, GQA and softmax_scale as attention_reference. Per KV tile of kv_tile keys, in order: S = Q·K^T rounded
+    to float32; running row max m = max(m, f32(max(S)·scale_log2)); P codes by expfree_codes at m;
+    accumulator and row sum rescaled by 2^(m_old - m) exactly; O += decode(P)·V; row sum += sum(decode(P)).
+    Not modelled: float32 accumulation inside the matrix products, ex2.approx in the rescale.
+    Returns out float64 (batch, seqlen_q, heads_q, dim_v) (zero for rows that see no key), and with
+    return_lse the natural-log sum of exp float64 (batch, heads_q, seqlen_q) of the encoded probabilities.
+    """
+    xp = array_module(q_codes)
+    q, k, v = _dequantize(q_codes, q_descale), _dequantize(k_codes, k_descale), _dequantize(v_codes, v_descale)
+    batch, seqlen_q, heads_q, dim_qk = q.shape
+    seqlen_k, heads_kv, dim_v = v.shape[1], v.shape[2], v.shape[3]
+    group = heads_q // heads_kv
+    scale_log2 = (dim_qk**-0.5 if softmax_scale is None else softmax_scale) * LOG2_E
+    last_key = xp.arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q) if causal else None
+    out = xp.zeros((batch, seqlen_q, heads_q, dim_v))
+    lse = xp.full((batch, heads_q, seqlen_q), -np.inf)
+    for b in range(batch):
+        for h in range(heads_q):
+            qh, kh, vh = q[b, :, h], k[b, :, h // group], v[b, :, h // group]
+            row_max = xp.full(seqlen_q, -np.inf, dtype=xp.float32)
+            acc, row_sum = xp.zeros((seqlen_q, dim_v)), xp.zeros(seqlen_q)
+            for start in range(0, seqlen_k, kv_tile):
+                s = (qh @ kh[start:start + kv_tile].T).astype(xp.float32)
+                if causal:
+                    keys = xp.arange(start, start + s.shape[1])[None, :]
+                    s = xp.where(keys <= last_key, s, xp.float32(-np.inf))
+                new_max = xp.maximum(row_max, s.max(axis=1) * xp.float32(scale_log2))
+                seen = xp.isfinite(new_max)
+                encode_max = xp.where(seen, new_max, xp.float32(0))
+                rescale = xp.where(xp.isfinite(row_max), xp.exp2(row_max.astype(xp.float64) - encode_max), 0.0)
+                codes = expfree_codes(s, scale_log2, encode_max, offset_log2, c, subnormal, code_byte)
+                p = expfree_decode(codes, offset_log2).astype(xp.float64)
+                acc = acc * rescale[:, None] + p @ vh[start:start + kv_tile]
+                row_sum = row_sum * rescale + p.sum(axis=1)
+                row_max = new_max
+            nonzero = row_sum > 0
+            out[b, :, h] = acc / xp.where(nonzero, row_sum, 1.0)[:, None]
+            with np.errstate(divide="ignore"):
+                lse[b, h] = xp.where(nonzero, (row_max + xp.log2(row_sum)) / LOG2_E, -np.inf)
+    return (out, lse) if return_lse else out

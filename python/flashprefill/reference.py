@@ -1,0 +1,89 @@
+"""float64 numpy reference attention and the error metrics the tests report.
+
+Layout everywhere: (batch, seq, heads, dim). Inputs of any float dtype numpy understands (ml_dtypes bfloat16
+and float8_e4m3fn included) are converted to float64; device arrays must be copied to the host first.
+"""
+import numpy as np
+
+QUERY_ROWS_PER_CHUNK = 1024  # float64 scores of 1024 rows × seqlen_k keys: 32 MiB at seqlen_k = 4096
+
+
+def _as_float64(x):
+    return np.asarray(x).astype(np.float64)
+
+
+def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=False):
+    """Exact softmax(scale·Q·K^T)·V in float64.
+
+    q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
+    v: (batch, seqlen_k, heads_kv, dim_v); heads_q a multiple of heads_kv, query head h reads kv head
+    h // (heads_q // heads_kv). softmax_scale defaults to 1/sqrt(dim_qk).
+    causal: query i sees key j iff j <= i + seqlen_k - seqlen_q (mask aligned bottom-right, as FlashAttention);
+    a query that sees no key (only possible when seqlen_q > seqlen_k) gets output 0 and LSE -inf.
+    Returns out float64 (batch, seqlen_q, heads_q, dim_v) and, with return_lse, the natural-log
+    sum_j exp(scale·q·k_j) float64 (batch, heads_q, seqlen_q).
+    Works one (batch, head) and QUERY_ROWS_PER_CHUNK query rows at a time to bound memory.
+    """
+    q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
+    batch, seqlen_q, heads_q, dim_qk = q.shape
+    _, seqlen_k, heads_kv, dim_v = v.shape
+    if k.shape != (batch, seqlen_k, heads_kv, dim_qk):
+        raise ValueError(f"k shape {k.shape} does not match q {q.shape} and v {v.shape}")
+    if heads_q % heads_kv:
+        raise ValueError(f"heads_q={heads_q} is not a multiple of heads_kv={heads_kv}")
+    group = heads_q // heads_kv
+    scale = dim_qk**-0.5 if softmax_scale is None else softmax_scale
+    out = np.zeros((batch, seqlen_q, heads_q, dim_v))
+    lse = np.full((batch, heads_q, seqlen_q), -np.inf)
+    keys = np.arange(seqlen_k)[None, :]
+    for b in range(batch):
+        for h in range(heads_q):
+            kh, vh = k[b, :, h // group], v[b, :, h // group]
+            for start in range(0, seqlen_q, QUERY_ROWS_PER_CHUNK):
+                rows = slice(start, min(start + QUERY_ROWS_PER_CHUNK, seqlen_q))
+                scores = scale * (q[b, rows, h] @ kh.T)
+                if causal:
+                    last_key = np.arange(rows.start, rows.stop)[:, None] + (seqlen_k - seqlen_q)
+                    scores = np.where(keys <= last_key, scores, -np.inf)
+                row_max = scores.max(axis=1, keepdims=True)
+                seen = np.isfinite(row_max)
+                p = np.exp(scores - np.where(seen, row_max, 0.0))
+                row_sum = p.sum(axis=1, keepdims=True)
+                out[b, rows, h] = np.where(seen, p @ vh / np.where(seen, row_sum, 1.0), 0.0)
+                with np.errstate(divide="ignore"):
+                    lse[b, h, rows] = np.where(seen, row_max + np.log(row_sum), -np.inf)[:, 0]
+    return (out, lse) if return_lse else out
+
+
+def relative_l2(out, ref):
+    """‖out − ref‖ / ‖ref‖ in float64 (‖out − ref‖ alone when ref is all zero).
+
+    Returns inf when out holds any NaN or inf, so a broken result never passes `relative_l2(...) < tol`.
+    """
+    out, ref = _as_float64(out), _as_float64(ref)
+    if not np.isfinite(out).all():
+        return float("inf")
+    diff_norm = float(np.linalg.norm((out - ref).ravel()))
+    ref_norm = float(np.linalg.norm(ref.ravel()))
+    return diff_norm / ref_norm if ref_norm > 0 else diff_norm
+
+
+def error_report(out, ref):
+    """One line for a failing test: relative L2, max abs error and where the worst element is.
+
+    The worst element is the first non-finite one of out if there is any, else the largest |out − ref|.
+    """
+    out, ref = _as_float64(out), _as_float64(ref)
+    finite = np.isfinite(out)
+    with np.errstate(invalid="ignore"):
+        error = np.abs(out - ref)
+    if finite.all():
+        worst = np.unravel_index(int(np.argmax(error)), out.shape)
+        max_abs = float(error[worst])
+    else:
+        worst = np.unravel_index(int(np.argmin(finite)), out.shape)
+        max_abs = float("inf")
+    index = tuple(int(i) for i in worst)
+    return (f"relative_l2={relative_l2(out, ref):.3e} max_abs={max_abs:.3e} "
+            f"worst at {index}: out={out[worst]:.6g} ref={ref[worst]:.6g} "
+            f"(non-finite in out: {int((~finite).sum())})")

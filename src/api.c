@@ -1,0 +1,99 @@
+/* The C ABI's front end: status strings, the thread-local last error, and dispatch to the backend's
+ * kernel table. Backends supply fp_backend_kernels[] and fp_backend_check_device() (src/backend.h).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "validate.h"
+
+#define FP_STR2(x) #x
+#define FP_STR(x) FP_STR2(x)
+
+static _Thread_local char last_error[512];
+
+flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, args);
+    va_end(args);
+    return status;
+}
+
+const char *flashprefill_version(void)
+{
+    return FP_STR(FLASHPREFILL_VERSION_MAJOR) "." FP_STR(FLASHPREFILL_VERSION_MINOR) "." FP_STR(
+        FLASHPREFILL_VERSION_PATCH);
+}
+
+const char *flashprefill_status_string(flashprefill_status status)
+{
+    switch (status) {
+    case FLASHPREFILL_SUCCESS: return "success";
+    case FLASHPREFILL_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case FLASHPREFILL_ERROR_NOT_SUPPORTED: return "not supported";
+    case FLASHPREFILL_ERROR_NO_DEVICE: return "no usable device";
+    case FLASHPREFILL_ERROR_DEVICE: return "device error";
+    }
+    return "unknown status";
+}
+
+const char *flashprefill_last_error(void)
+{
+    return last_error;
+}
+
+static const char *dtype_name(flashprefill_dtype dtype)
+{
+    return dtype == FLASHPREFILL_DTYPE_BF16 ? "bf16" : "fp8_e4m3";
+}
+
+static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale *d)
+{
+    if (!(e->descale_kinds & FP_DESCALE_BIT(d->kind)))
+        return 0;
+    return d->kind != FLASHPREFILL_DESCALE_PER_BLOCK || d->block_tokens % e->block_tokens_multiple == 0;
+}
+
+static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
+{
+    return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
+           e->dim_v == p->dim_v && accepts_descale(e, &p->q_descale) && accepts_descale(e, &p->k_descale) &&
+           accepts_descale(e, &p->v_descale);
+}
+
+/* Validates p and finds its kernel; on failure sets the last error and returns NULL with *status set. */
+static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashprefill_status *status)
+{
+    last_error[0] = '\0';
+    if ((*status = fp_validate(p)))
+        return NULL;
+    for (int i = 0; i < fp_backend_kernel_count; ++i)
+        if (accepts(&fp_backend_kernels[i], p))
+            return &fp_backend_kernels[i];
+    *status = fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                      "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v "
+                      "%d/%d/%d (%d kernels built)",
+                      dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
+                      (int)p->k_descale.kind, (int)p->v_descale.kind, fp_backend_kernel_count);
+    return NULL;
+}
+
+flashprefill_status flashprefill_supports(const flashprefill_params *p)
+{
+    flashprefill_status status;
+    select_kernel(p, &status);
+    return status;
+}
+
+flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream)
+{
+    flashprefill_status status;
+    const fp_kernel_entry *kernel = select_kernel(p, &status);
+    if (kernel == NULL)
+        return status;
+    if ((status = fp_backend_check_device(p)))
+        return status;
+    return kernel->launch(p, stream);
+}

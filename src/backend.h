@@ -1,0 +1,51 @@
+/* What a backend (cuda/, hip/) provides to the shared front end (src/api.c).
+ *
+ * The front end validates the params once (src/validate.c), then picks the first kernel of the backend's
+ * table that accepts them. A kernel's launch function is only ever called with params that passed
+ * validation and its entry's filter, on a device the backend has checked.
+ */
+#ifndef FLASHPREFILL_BACKEND_H
+#define FLASHPREFILL_BACKEND_H
+
+#include "flashprefill.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bit (1u << kind) for each flashprefill_descale_kind a kernel accepts. */
+#define FP_DESCALE_BIT(kind) (1u << (unsigned)(kind))
+
+typedef flashprefill_status (*fp_launch_fn)(const flashprefill_params *p, void *stream);
+
+typedef struct fp_kernel_entry {
+    const char *name;            /* e.g. "hopper_fwd_bf16_hd128" */
+    flashprefill_dtype in_dtype;
+    flashprefill_dtype out_dtype;
+    int32_t dim_qk;
+    int32_t dim_v;
+    uint32_t descale_kinds;      /* FP_DESCALE_BIT() of each kind accepted (q, k and v alike) */
+    int32_t block_tokens_multiple; /* PER_BLOCK: block_tokens must be a multiple of this (its KV tile) */
+    fp_launch_fn launch;
+} fp_kernel_entry;
+
+/* The backend's kernels, in order of preference; fp_backend_kernel_count entries. */
+extern const fp_kernel_entry fp_backend_kernels[];
+extern const int fp_backend_kernel_count;
+
+/* Checks that a device usable by this backend is current and that every pointer of p lives on it.
+   Returns FLASHPREFILL_SUCCESS or sets the last error and returns NO_DEVICE / INVALID_ARGUMENT / DEVICE. */
+flashprefill_status fp_backend_check_device(const flashprefill_params *p);
+
+/* Sets the thread-local last error (printf-style) and returns `status`. Defined in src/api.c. */
+flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHPREFILL_BACKEND_H */

@@ -1,0 +1,187 @@
+/* Argument validation shared by every backend: one place, one message per mistake.
+ * Nothing here touches the GPU or dereferences a tensor pointer.
+ */
+#include "validate.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#define FP_TENSOR_ALIGN_BYTES 16
+
+static int dtype_bytes(flashprefill_dtype dtype)
+{
+    switch (dtype) {
+    case FLASHPREFILL_DTYPE_BF16: return 2;
+    case FLASHPREFILL_DTYPE_FP8_E4M3: return 1;
+    }
+    return 0;
+}
+
+static flashprefill_status check_positive(const char *name, int32_t value)
+{
+    if (value <= 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s must be > 0, got %d", name, (int)value);
+    return FLASHPREFILL_SUCCESS;
+}
+
+/* One strided 4-d tensor (batch, seq, heads, dim) as the ABI describes it. */
+typedef struct tensor_view {
+    const char *name;
+    const void *data;
+    int64_t extent[4];
+    int64_t stride[4]; /* elements */
+    int elem_bytes;
+    int writable;      /* outputs must not overlap themselves */
+} tensor_view;
+
+static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_head", "stride_dim"};
+
+static flashprefill_status check_tensor(const tensor_view *t)
+{
+    if (t->data == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", t->name);
+    if ((uintptr_t)t->data % FP_TENSOR_ALIGN_BYTES != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s = %p is not %d-byte aligned", t->name, t->data,
+                       FP_TENSOR_ALIGN_BYTES);
+    if (t->stride[3] != 1)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "%s_stride_dim must be 1 (the last dim contiguous), got %lld", t->name,
+                       (long long)t->stride[3]);
+    int64_t last_elem = 0; /* offset in elements of the last element */
+    for (int axis = 0; axis < 3; ++axis) {
+        const int64_t stride = t->stride[axis];
+        if (stride < 0)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be >= 0, got %lld", t->name,
+                           axis_name[axis], (long long)stride);
+        if (t->extent[axis] == 1)
+            continue; /* a stride of an axis of extent 1 is never used */
+        if ((stride * t->elem_bytes) % FP_TENSOR_ALIGN_BYTES != 0)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "%s_%s = %lld elements of %d bytes is not a multiple of %d bytes", t->name,
+                           axis_name[axis], (long long)stride, t->elem_bytes, FP_TENSOR_ALIGN_BYTES);
+        int64_t span;
+        if (__builtin_mul_overflow(stride, t->extent[axis] - 1, &span) ||
+            __builtin_add_overflow(last_elem, span, &last_elem))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "%s is too large: %s_%s = %lld times %lld overflows a 64-bit offset", t->name,
+                           t->name, axis_name[axis], (long long)stride, (long long)(t->extent[axis] - 1));
+    }
+    int64_t end_bytes;
+    if (__builtin_add_overflow(last_elem, t->extent[3], &last_elem) ||
+        __builtin_mul_overflow(last_elem, (int64_t)t->elem_bytes, &end_bytes) ||
+        (uint64_t)(uintptr_t)t->data > UINTPTR_MAX - (uint64_t)end_bytes)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is too large: its last byte is past the address space",
+                       t->name);
+    if (!t->writable)
+        return FLASHPREFILL_SUCCESS;
+    /* No two elements of an output may share an address: with the axes sorted by stride, each stride must
+       reach past the whole extent of the smaller ones. */
+    int order[3] = {0, 1, 2};
+    for (int i = 1; i < 3; ++i)
+        for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; --j) {
+            const int tmp = order[j]; order[j] = order[j - 1]; order[j - 1] = tmp;
+        }
+    int64_t covered = t->extent[3]; /* elements spanned by the axes checked so far */
+    for (int i = 0; i < 3; ++i) {
+        const int axis = order[i];
+        if (t->extent[axis] == 1)
+            continue;
+        if (t->stride[axis] < covered)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "%s overlaps itself: %s_%s = %lld is smaller than the %lld elements spanned by the "
+                           "axes inside it", t->name, t->name, axis_name[axis], (long long)t->stride[axis],
+                           (long long)covered);
+        covered = t->stride[axis] * (t->extent[axis] - 1) + covered;
+    }
+    return FLASHPREFILL_SUCCESS;
+}
+
+static flashprefill_status check_descale(const char *name, const flashprefill_descale *d,
+                                         const flashprefill_params *p)
+{
+    if (p->in_dtype == FLASHPREFILL_DTYPE_BF16) {
+        if (d->kind != FLASHPREFILL_DESCALE_NONE)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "%s: bf16 inputs take no descale (kind must be FLASHPREFILL_DESCALE_NONE)", name);
+        return FLASHPREFILL_SUCCESS;
+    }
+    switch (d->kind) {
+    case FLASHPREFILL_DESCALE_NONE:
+        return FLASHPREFILL_SUCCESS;
+    case FLASHPREFILL_DESCALE_PER_TENSOR:
+    case FLASHPREFILL_DESCALE_PER_HEAD:
+        if (d->factors == NULL)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s.factors is NULL", name);
+        if ((uintptr_t)d->factors % sizeof(float) != 0)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s.factors = %p is not 4-byte aligned", name,
+                           (const void *)d->factors);
+        return FLASHPREFILL_SUCCESS;
+    case FLASHPREFILL_DESCALE_PER_BLOCK:
+        if (d->exponents == NULL)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s.exponents is NULL", name);
+        if (d->block_tokens <= 0)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s.block_tokens must be > 0, got %d", name,
+                           (int)d->block_tokens);
+        return FLASHPREFILL_SUCCESS;
+    }
+    return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s.kind = %d is not a flashprefill_descale_kind", name,
+                   (int)d->kind);
+}
+
+flashprefill_status fp_validate(const flashprefill_params *p)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+
+    if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen_q", p->seqlen_q)) ||
+        (s = check_positive("seqlen_k", p->seqlen_k)) || (s = check_positive("heads_q", p->heads_q)) ||
+        (s = check_positive("heads_kv", p->heads_kv)) || (s = check_positive("dim_qk", p->dim_qk)) ||
+        (s = check_positive("dim_v", p->dim_v)))
+        return s;
+    if (p->heads_q % p->heads_kv != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "heads_q = %d is not a multiple of heads_kv = %d",
+                       (int)p->heads_q, (int)p->heads_kv);
+    if (p->causal != 0 && p->causal != 1)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "causal must be 0 or 1, got %d", (int)p->causal);
+    if (p->causal && p->seqlen_q > p->seqlen_k)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "causal attention needs seqlen_q <= seqlen_k (the mask is aligned bottom-right), got "
+                       "seqlen_q = %d > seqlen_k = %d", (int)p->seqlen_q, (int)p->seqlen_k);
+    if (!(isfinite(p->softmax_scale) && p->softmax_scale > 0.0f))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "softmax_scale must be finite and > 0, got %g",
+                       (double)p->softmax_scale);
+
+    const int in_bytes = dtype_bytes(p->in_dtype);
+    if (in_bytes == 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype = %d is not a flashprefill_dtype",
+                       (int)p->in_dtype);
+    const int out_bytes = dtype_bytes(p->out_dtype);
+    if (out_bytes == 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not a flashprefill_dtype",
+                       (int)p->out_dtype);
+
+    const tensor_view tensors[4] = {
+        {"q", p->q, {p->batch, p->seqlen_q, p->heads_q, p->dim_qk},
+         {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0},
+        {"k", p->k, {p->batch, p->seqlen_k, p->heads_kv, p->dim_qk},
+         {p->k_stride_batch, p->k_stride_seq, p->k_stride_head, p->k_stride_dim}, in_bytes, 0},
+        {"v", p->v, {p->batch, p->seqlen_k, p->heads_kv, p->dim_v},
+         {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, in_bytes, 0},
+        {"out", p->out, {p->batch, p->seqlen_q, p->heads_q, p->dim_v},
+         {p->out_stride_batch, p->out_stride_seq, p->out_stride_head, p->out_stride_dim}, out_bytes, 1},
+    };
+    for (int i = 0; i < 4; ++i)
+        if ((s = check_tensor(&tensors[i])))
+            return s;
+    if (p->lse != NULL && (uintptr_t)p->lse % sizeof(float) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse = %p is not 4-byte aligned", (void *)p->lse);
+
+    if ((s = check_descale("q_descale", &p->q_descale, p)) || (s = check_descale("k_descale", &p->k_descale, p)) ||
+        (s = check_descale("v_descale", &p->v_descale, p)))
+        return s;
+
+    if (p->out_dtype != FLASHPREFILL_DTYPE_BF16)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "out_dtype fp8 is reserved: only bf16 output exists");
+    return FLASHPREFILL_SUCCESS;
+}

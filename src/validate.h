@@ -1,0 +1,18 @@
+/* Validation of flashprefill_params, shared by every backend (src/validate.c). */
+#ifndef FLASHPREFILL_VALIDATE_H
+#define FLASHPREFILL_VALIDATE_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* FLASHPREFILL_SUCCESS, or INVALID_ARGUMENT / NOT_SUPPORTED with the last error set. */
+flashprefill_status fp_validate(const flashprefill_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHPREFILL_VALIDATE_H */
