@@ -1,0 +1,347 @@
+// The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
+//
+//   warpgroup 0 (producer): one thread issues every TMA load (Q once; K and V per 128-key tile, two stages
+//                           deep); for fp8 the whole warpgroup also transposes each V tile (fp8_transpose.cuh).
+//   warpgroups 1, 2 (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
+//       [my turn]  S(n) = Q K(n)^T           wgmma, A and B from shared memory
+//                  O += P(n-1) V(n-1)        wgmma, A = P from registers
+//       [your turn]
+//       wait S(n); online softmax: P(n) = 2^(S * scale_log2 - shift) in place
+//       wait P(n-1) V(n-1); rescale O; pack P(n) for the next iteration's P.V
+//   The turns (named barriers) make one warpgroup's softmax overlap the other's matrix products.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "fp8_transpose.cuh"
+#include "fwd_config.cuh"
+#include "ptx.cuh"
+#include "softmax.cuh"
+
+namespace fp {
+
+// An fp8 descale as the kernel reads it: factors[batch * stride_batch + head_kv * stride_head], or 1.
+struct DescaleArg {
+    const float *factors;  // NULL: descale 1
+    int32_t stride_batch;
+    int32_t stride_head;
+};
+
+struct FwdArgs {
+    CUtensorMap tm_q;  // (dim, seqlen_q, heads_q, batch), box (128 bytes, kBlockM, 1, 1)
+    CUtensorMap tm_k;  // (dim, seqlen_k, heads_kv, batch), box (128 bytes, kBlockN, 1, 1)
+    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (128 bytes, kBlockN, 1, 1)
+    __nv_bfloat16 *out;
+    int64_t out_stride_batch, out_stride_seq, out_stride_head;
+    float *lse;  // NULL or (batch, heads_q, seqlen_q)
+    DescaleArg q_descale, k_descale, v_descale;
+    int32_t seqlen_q, seqlen_k, heads_q, heads_per_kv;
+    int32_t causal;
+    float softmax_scale_log2;  // softmax_scale * log2(e)
+};
+
+__device__ __forceinline__ float read_descale(const DescaleArg &d, int batch, int head_kv)
+{
+    return d.factors == nullptr ? 1.0f : d.factors[batch * d.stride_batch + head_kv * d.stride_head];
+}
+
+// The KV tiles a query tile visits: [0, end), with tiles >= mask_from needing the mask.
+struct KvRange {
+    int end;
+    int mask_from;
+};
+
+template <class Config>
+__device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
+{
+    const int tiles = (args.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
+    const int partial_from = args.seqlen_k % Config::kBlockN ? tiles - 1 : tiles;
+    if (!args.causal)
+        return {tiles, partial_from};
+    const int offset = args.seqlen_k - args.seqlen_q;  // bottom-right alignment
+    // the tile's last row sees keys <= (m_block + 1) * kBlockM - 1 + offset
+    const int end = min(tiles, ((m_block + 1) * Config::kBlockM + offset + Config::kBlockN - 1) / Config::kBlockN);
+    // tiles wholly at or below the first row's limit need no causal mask
+    const int unmasked = (m_block * Config::kBlockM + offset + 1) / Config::kBlockN;
+    return {end, min(unmasked, partial_from)};
+}
+
+template <class Config>
+__device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
+                                         int batch, KvRange range)
+{
+    constexpr int kChunkRowsBytes = 128;  // one 128-byte swizzle row per tile row and chunk
+    const int head_kv = head / args.heads_per_kv;
+    const uint32_t thread = threadIdx.x % 128;
+    const bool issuer = thread == 0;
+
+    auto issue_kv = [&](int it) {
+        const int stage = it % Config::kStages;
+        const uint32_t phase = (it / Config::kStages) & 1;
+        const int key0 = (range.end - 1 - it) * Config::kBlockN;
+        ptx::mbarrier_wait_parity(&ss.k_empty[stage], phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&ss.k_full[stage], Config::kTileKBytes);
+        for (int c = 0; c < Config::kDimChunks; ++c)
+            ptx::tma_load_4d(ss.k[stage] + c * Config::kBlockN * kChunkRowsBytes, &args.tm_k, &ss.k_full[stage],
+                             c * Config::kAtomCols, key0, head_kv, batch);
+        ptx::mbarrier_wait_parity(&ss.v_empty[stage], phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&ss.v_full[stage], Config::kTileVBytes);
+        for (int c = 0; c < Config::kDimChunks; ++c)
+            ptx::tma_load_4d(ss.v[stage] + c * Config::kBlockN * kChunkRowsBytes, &args.tm_v, &ss.v_full[stage],
+                             c * Config::kAtomCols, key0, head_kv, batch);
+    };
+
+    if (issuer) {
+        ptx::prefetch_tensormap(&args.tm_q);
+        ptx::prefetch_tensormap(&args.tm_k);
+        ptx::prefetch_tensormap(&args.tm_v);
+        ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
+        for (int c = 0; c < Config::kDimChunks; ++c)
+            ptx::tma_load_4d(ss.q + c * Config::kBlockM * kChunkRowsBytes, &args.tm_q, &ss.q_full,
+                             c * Config::kAtomCols, m_block * Config::kBlockM, head, batch);
+    }
+    if constexpr (!Config::kIsFp8) {
+        if (issuer)
+            for (int it = 0; it < range.end; ++it)
+                issue_kv(it);
+    } else {
+        // One tile ahead: the loads of tile it + 1 fly while the warpgroup transposes tile it.
+        if (issuer)
+            issue_kv(0);
+        for (int it = 0; it < range.end; ++it) {
+            const int stage = it % Config::kStages;
+            const uint32_t phase = (it / Config::kStages) & 1;
+            if (issuer && it + 1 < range.end)
+                issue_kv(it + 1);
+            // v_empty[stage] was awaited before V(it) was loaded, so vt[stage] is free too.
+            ptx::mbarrier_wait_parity(&ss.v_full[stage], phase);
+            transpose_v_tile_fp8(ss.v[stage], ss.vt[stage], thread);
+            ptx::fence_proxy_async_shared();
+            ptx::mbarrier_arrive(&ss.vt_full[stage]);
+        }
+    }
+}
+
+template <class Config>
+__device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
+                                         int batch, KvRange range)
+{
+    using Input = typename Config::Input;
+    constexpr int kChunkBytes = 128;
+    constexpr int kStepBytes = Input::kMmaK * Input::kBytes;        // K bytes per wgmma (32)
+    constexpr int kStepsPerChunk = kChunkBytes / kStepBytes;          // 4
+    constexpr int kQkSteps = Config::kHeadDim / Input::kMmaK;
+    constexpr int kPvSteps = Config::kBlockN / Input::kMmaK;
+    constexpr int kPRegs = 4 * kPvSteps;                              // A fragments of P for one KV tile
+    static_assert(kStepsPerChunk * kStepBytes == kChunkBytes, "wgmma K steps tile a swizzle row");
+
+    const int consumer_index = threadIdx.x / 128 - 1;
+    const uint32_t thread = threadIdx.x % 128, lane = thread % 32, warp = thread / 32;
+    const uint32_t my_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Turn
+                                                                       : NamedBarrier::kConsumer1Turn);
+    const uint32_t your_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer1Turn
+                                                                         : NamedBarrier::kConsumer0Turn);
+    constexpr uint32_t kTurnThreads = 128 * Config::kConsumerWarpgroups;
+    const int head_kv = head / args.heads_per_kv;
+    const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
+    const int query_half0 = m_block * Config::kBlockM + row_in_tile;
+    const int causal_offset = args.seqlen_k - args.seqlen_q;
+
+    const float scale_log2 = args.softmax_scale_log2 * read_descale(args.q_descale, batch, head_kv) *
+                             read_descale(args.k_descale, batch, head_kv);
+
+    const uint32_t q_base = ptx::smem_addr(ss.q) + consumer_index * Config::kRowsPerWarpgroup * kChunkBytes;
+    auto qk_descs = [&](int stage, int step, uint64_t &desc_q, uint64_t &desc_k) {
+        const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
+        desc_q = wgmma_desc_sw128(q_base + chunk * Config::kBlockM * kChunkBytes + within, 16);
+        desc_k = wgmma_desc_sw128(ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * kChunkBytes + within, 16);
+    };
+
+    float o[kAccRegs];
+    float s[kAccRegs];
+#pragma unroll
+    for (int e = 0; e < kAccRegs; ++e)
+        o[e] = s[e] = 0.0f;
+    uint32_t p[kPRegs];
+    OnlineSoftmax<Input::kPOffsetLog2> softmax;
+
+    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major).
+    auto issue_pv = [&](int stage) {
+#pragma unroll
+        for (int step = 0; step < kPvSteps; ++step) {
+            const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
+            if constexpr (Config::kIsFp8) {
+                const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.vt[stage]) + step * kStepBytes, 16);
+                ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v);
+            } else {
+                const uint64_t desc_v = wgmma_desc_sw128(
+                    ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * kChunkBytes, Config::kBlockN * kChunkBytes);
+                ptx::wgmma_m64n128k16_f32_bf16_rs_tb(o, a, desc_v);
+            }
+        }
+    };
+    auto wait_v = [&](int stage, uint32_t phase) {
+        ptx::mbarrier_wait_parity(Config::kIsFp8 ? &ss.vt_full[stage] : &ss.v_full[stage], phase);
+    };
+    auto release = [&](uint64_t *empty) {
+        if (lane == 0)
+            ptx::mbarrier_arrive(empty);
+    };
+    // Packs P (fp32 in the S registers) into the A fragments of the P.V wgmma (the A layout of
+    // PTX ISA 9.7.15.5.1; for fp8 the key order matches the V^T of fp8_transpose.cuh).
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int step = 0; step < kPvSteps; ++step) {
+            if constexpr (Config::kIsFp8) {
+                const float *t = &s[16 * step];
+                auto pack4 = [](float a, float b, float c, float d) {
+                    return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(a, b)) |
+                           (static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(c, d)) << 16);
+                };
+                p[4 * step + 0] = pack4(t[0], t[1], t[4], t[5]);
+                p[4 * step + 1] = pack4(t[2], t[3], t[6], t[7]);
+                p[4 * step + 2] = pack4(t[8], t[9], t[12], t[13]);
+                p[4 * step + 3] = pack4(t[10], t[11], t[14], t[15]);
+            } else {
+                const float *t = &s[8 * step];
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(t[2 * r], t[2 * r + 1]);
+            }
+        }
+    };
+
+    // S(n) = Q K(n)^T into s, where n is the KV tile of iteration `it`.
+    auto issue_qk = [&](int stage) {
+#pragma unroll
+        for (int step = 0; step < kQkSteps; ++step) {
+            uint64_t desc_q, desc_k;
+            qk_descs(stage, step, desc_q, desc_k);
+            if constexpr (Config::kIsFp8)
+                ptx::wgmma_m64n128k32_f32_e4m3_ss(s, desc_q, desc_k, step > 0);
+            else
+                ptx::wgmma_m64n128k16_f32_bf16_ss(s, desc_q, desc_k, step > 0);
+        }
+        ptx::wgmma_commit_group();
+    };
+    // Mask (where needed) and turn S(n) into P(n); returns the factor for O per half.
+    auto softmax_step = [&](int it, float (&rescale)[2]) {
+        const int n_block = range.end - 1 - it;
+        if (n_block >= range.mask_from)
+            apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
+        softmax.update(s, scale_log2, rescale);
+    };
+
+    if (consumer_index == 1)
+        ptx::bar_arrive(static_cast<uint32_t>(NamedBarrier::kConsumer0Turn), kTurnThreads);  // consumer 0 starts
+    ptx::mbarrier_wait_parity(&ss.q_full, 0);
+
+    {  // iteration 0: no P.V yet
+        ptx::mbarrier_wait_parity(&ss.k_full[0], 0);
+        ptx::bar_sync(my_turn, kTurnThreads);
+        ptx::wgmma_fence();
+        issue_qk(0);
+        ptx::bar_arrive(your_turn, kTurnThreads);
+        ptx::wgmma_wait_group<0>();
+        release(&ss.k_empty[0]);
+        float rescale[2];  // O is still zero
+        softmax_step(0, rescale);
+        pack_p();
+    }
+    for (int it = 1; it < range.end; ++it) {
+        const int stage = it % Config::kStages, prev_stage = (it - 1) % Config::kStages;
+        const uint32_t phase = (it / Config::kStages) & 1, prev_phase = ((it - 1) / Config::kStages) & 1;
+
+        ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
+        wait_v(prev_stage, prev_phase);
+        ptx::bar_sync(my_turn, kTurnThreads);
+        ptx::wgmma_fence();
+        issue_qk(stage);
+        issue_pv(prev_stage);
+        ptx::wgmma_commit_group();
+        ptx::bar_arrive(your_turn, kTurnThreads);
+
+        ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
+        release(&ss.k_empty[stage]);
+        float rescale[2];
+        softmax_step(it, rescale);
+        ptx::wgmma_wait_group<0>();
+        release(&ss.v_empty[prev_stage]);
+#pragma unroll
+        for (int e = 0; e < kAccRegs; ++e)
+            o[e] *= rescale[acc_half(e)];
+        pack_p();
+    }
+    {  // the last P.V
+        const int last = range.end - 1;
+        const int stage = last % Config::kStages;
+        wait_v(stage, (last / Config::kStages) & 1);
+        ptx::wgmma_fence();
+        issue_pv(stage);
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        release(&ss.v_empty[stage]);
+    }
+    if (consumer_index == 0)
+        ptx::bar_sync(my_turn, kTurnThreads);  // takes consumer 1's last hand-over, so none is left pending
+
+    // Epilogue: O / rowsum (times the fp8 V descale), bf16, straight from registers.
+    float row_sum[2], lse[2];
+    softmax.finish(row_sum, lse);
+    const float v_descale = read_descale(args.v_descale, batch, head_kv);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int query = query_half0 + 8 * h;
+        if (query >= args.seqlen_q)
+            continue;
+        const float inv = v_descale / row_sum[h];
+        __nv_bfloat16 *row = args.out + batch * args.out_stride_batch + query * args.out_stride_seq +
+                             head * args.out_stride_head;
+#pragma unroll
+        for (int j = 0; j < kAccRegs / 4; ++j) {
+            const uint32_t packed = ptx::cvt_rn_bf16x2_f32(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+            *reinterpret_cast<uint32_t *>(row + acc_col(4 * j, lane)) = packed;
+        }
+        if (args.lse != nullptr && lane % 4 == 0)
+            args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] = lse[h];
+    }
+}
+
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_constant__ FwdArgs args)
+{
+    extern __shared__ uint8_t smem_raw[];
+    // The runtime aligns dynamic shared memory to 16 bytes only; the launcher adds 1024 bytes of slack.
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023);
+    auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(aligned);
+
+    const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+    const int head = blockIdx.y, batch = blockIdx.z;
+    const KvRange range = kv_range<Config>(args, m_block);
+
+    if (threadIdx.x == 0) {
+        ptx::mbarrier_init(&ss.q_full, 1);
+        for (int i = 0; i < Config::kStages; ++i) {
+            ptx::mbarrier_init(&ss.k_full[i], 1);
+            ptx::mbarrier_init(&ss.v_full[i], 1);
+            ptx::mbarrier_init(&ss.vt_full[i], 128);               // every producer thread
+            ptx::mbarrier_init(&ss.k_empty[i], 4 * Config::kConsumerWarpgroups);  // every consumer warp
+            ptx::mbarrier_init(&ss.v_empty[i], 4 * Config::kConsumerWarpgroups);
+        }
+        ptx::fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        ptx::setmaxnreg_dec<Config::kProducerRegs>();
+        producer<Config>(args, ss, m_block, head, batch, range);
+    } else {
+        ptx::setmaxnreg_inc<Config::kConsumerRegs>();
+        consumer<Config>(args, ss, m_block, head, batch, range);
+    }
+}
+
+}  // namespace fp

@@ -1,0 +1,86 @@
+// The CUDA backend's kernels (src/backend.h table) and their launcher.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "backend.h"
+#include "fwd_kernel.cuh"
+#include "tensor_map.cuh"
+
+namespace fp {
+namespace {
+
+DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv)
+{
+    switch (d.kind) {
+    case FLASHPREFILL_DESCALE_PER_TENSOR: return {d.factors, 0, 0};
+    case FLASHPREFILL_DESCALE_PER_HEAD: return {d.factors, heads_kv, 1};
+    default: return {nullptr, 0, 0};
+    }
+}
+
+template <flashprefill_dtype kDtype, int kHeadDim>
+flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
+{
+    using Config = FwdConfig<kDtype, kHeadDim>;
+    const CUtensorMapDataType type =
+        Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    constexpr int kBytes = Config::Input::kBytes;
+
+    FwdArgs args{};
+    flashprefill_status s;
+    if ((s = encode_tensor_map(&args.tm_q, "q", p->q, type, kBytes, {p->dim_qk, p->seqlen_q, p->heads_q, p->batch},
+                               {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, Config::kAtomCols,
+                               Config::kBlockM)) ||
+        (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes, {p->dim_qk, p->seqlen_k, p->heads_kv, p->batch},
+                               {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomCols,
+                               Config::kBlockN)) ||
+        (s = encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, {p->dim_v, p->seqlen_k, p->heads_kv, p->batch},
+                               {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomCols,
+                               Config::kBlockN)))
+        return s;
+    args.out = static_cast<__nv_bfloat16 *>(p->out);
+    args.out_stride_batch = p->out_stride_batch;
+    args.out_stride_seq = p->out_stride_seq;
+    args.out_stride_head = p->out_stride_head;
+    args.lse = p->lse;
+    args.q_descale = descale_arg(p->q_descale, p->heads_kv);
+    args.k_descale = descale_arg(p->k_descale, p->heads_kv);
+    args.v_descale = descale_arg(p->v_descale, p->heads_kv);
+    args.seqlen_q = p->seqlen_q;
+    args.seqlen_k = p->seqlen_k;
+    args.heads_q = p->heads_q;
+    args.heads_per_kv = p->heads_q / p->heads_kv;
+    args.causal = p->causal;
+    args.softmax_scale_log2 = p->softmax_scale * static_cast<float>(M_LOG2E);
+
+    const auto kernel = fwd_kernel<Config>;
+    const int smem_bytes = static_cast<int>(sizeof(FwdSharedStorage<Config>)) + 1024;  // + alignment slack
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+    if (err != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "cudaFuncSetAttribute(%d bytes of shared memory): %s", smem_bytes,
+                       cudaGetErrorString(err));
+    const dim3 grid((p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM, p->heads_q, p->batch);
+    if (grid.y > 65535 || grid.z > 65535)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads_q = %d or batch = %d exceeds this kernel's grid of 65535",
+                       p->heads_q, p->batch);
+    kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
+    return FLASHPREFILL_SUCCESS;
+}
+
+constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
+                                  FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
+                                  FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD);
+
+}  // namespace
+}  // namespace fp
+
+extern "C" const fp_kernel_entry fp_backend_kernels[] = {
+    {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128>},
+    {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales, 0,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
+};
+extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

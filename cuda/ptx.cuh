@@ -1,0 +1,236 @@
+// One typed helper per PTX instruction the Hopper kernels use (sm_90a). Kernels call these and hold no asm.
+// Section names refer to the PTX ISA 8.x/9.x manual.
+#pragma once
+
+#include <cstdint>
+
+namespace fp::ptx {
+
+// ---- shared-memory addresses -----------------------------------------------------------------------------
+
+// cvta.to.shared: a generic pointer into shared memory as the 32-bit shared-window address PTX wants.
+__device__ __forceinline__ uint32_t smem_addr(const void *ptr)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// ---- mbarrier (9.7.13.15) --------------------------------------------------------------------------------
+
+// mbarrier.init.shared::cta.b64: a barrier that completes a phase after `arrivals` arrivals (and the
+// transaction bytes announced for that phase).
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, uint32_t arrivals)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+
+// fence.mbarrier_init.release.cluster: makes barrier initialisation visible to the async proxy (TMA).
+__device__ __forceinline__ void fence_mbarrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// mbarrier.arrive.expect_tx.shared::cta.b64: arrive once and announce `bytes` that TMA will deliver.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+// mbarrier.arrive.shared::cta.b64: one plain arrival.
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// mbarrier.try_wait.parity.shared::cta.b64 in a loop: returns once the phase of parity `phase` completed.
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t *bar, uint32_t phase)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n"
+        "}\n" ::"r"(smem_addr(bar)),
+        "r"(phase)
+        : "memory");
+}
+
+// ---- bulk tensor copy (9.7.9.25) -------------------------------------------------------------------------
+
+// cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes: one TMA box of a 4-d tensor
+// map into shared memory at `dst`, completing on `bar`. Coordinates innermost first.
+__device__ __forceinline__ void tma_load_4d(void *dst, const void *tensor_map, uint64_t *bar, int32_t c0,
+                                            int32_t c1, int32_t c2, int32_t c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_addr(dst)),
+                 "l"(tensor_map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+// prefetch.tensormap: pull a __grid_constant__ tensor map into the descriptor cache ahead of first use.
+__device__ __forceinline__ void prefetch_tensormap(const void *tensor_map)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
+}
+
+// fence.proxy.async.shared::cta: orders this thread's generic-proxy shared-memory writes before later
+// async-proxy (wgmma, TMA) reads of them.
+__device__ __forceinline__ void fence_proxy_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---- named barriers (9.7.13.1) ---------------------------------------------------------------------------
+
+// bar.sync id, threads: wait until `threads` threads (arrivals included) reached barrier `id`.
+__device__ __forceinline__ void bar_sync(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// bar.arrive id, threads: count this thread at barrier `id` without waiting.
+__device__ __forceinline__ void bar_arrive(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- register reallocation (9.7.18.5) --------------------------------------------------------------------
+
+// setmaxnreg.inc / .dec: move this warpgroup's per-thread register budget to N (a multiple of 8, 24..256).
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_inc()
+{
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_dec()
+{
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// ---- warpgroup matrix multiply-accumulate (9.7.15) -------------------------------------------------------
+
+// wgmma.fence.sync.aligned: orders register accesses to accumulators/A fragments before the next wgmma.
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+// wgmma.commit_group.sync.aligned: closes the group of wgmma issued since the last commit.
+__device__ __forceinline__ void wgmma_commit_group()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// wgmma.wait_group.sync.aligned N: waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_wait_group()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// The 64 fp32 accumulators of an m64n128 tile as asm operands %0..%63.
+#define FP_WGMMA_D64                                                                                          \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "    \
+    "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "    \
+    "%62, %63}"
+#define FP_WGMMA_D64_OPERANDS(d)                                                                              \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),           \
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),           \
+        "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),           \
+        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),           \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A and B from shared memory (descriptors), both K-major.
+// scale_d = 0 overwrites the accumulators instead of adding.
+__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A from registers (4 x bf16x2), B from shared memory
+// MN-major (transposed: imm-trans-b = 1), as V is stored (keys x dim, dim contiguous).
+__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs_tb(float (&d)[64], const uint32_t (&a)[4],
+                                                                uint64_t desc_b)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+// wgmma.mma_async m64n128k32 f32 += e4m3 * e4m3, A and B from shared memory, both K-major (the only
+// layout fp8 wgmma has). scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
+                 ", %64, %65, p, 1, 1;\n}\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// wgmma.mma_async m64n128k32 f32 += e4m3 * e4m3, A from registers (4 x e4m3x4), B K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                             uint64_t desc_b)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+#undef FP_WGMMA_D64
+#undef FP_WGMMA_D64_OPERANDS
+
+// ---- scalar arithmetic and conversions -------------------------------------------------------------------
+
+// ex2.approx.ftz.f32 (9.7.3.22): 2^x on the MUFU pipe; ex2(-inf) = +0.
+__device__ __forceinline__ float ex2_approx_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// cvt.rn.bf16x2.f32 (9.7.9.21): packs two floats, `lo` into the low half.
+__device__ __forceinline__ uint32_t cvt_rn_bf16x2_f32(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// cvt.rn.satfinite.e4m3x2.f32 (9.7.9.21): packs two floats as e4m3 codes, `lo` into the low byte.
+__device__ __forceinline__ uint16_t cvt_rn_satfinite_e4m3x2_f32(float lo, float hi)
+{
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// prmt.b32 (9.7.8.7): byte i of the result is byte selector[4i+3:4i] of {b, a} (a = bytes 0-3).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+    return r;
+}
+
+}  // namespace fp::ptx

@@ -1,0 +1,181 @@
+"""The public API: attention, supports, quantize_fp8, version, and the Error they raise.
+
+Layout of every tensor: (batch, seq, heads, dim), the last dim contiguous; other strides come from the arrays.
+Arrays: CuPy, torch on CUDA, anything with `__dlpack__` or `__cuda_array_interface__`, or DeviceArray
+(see _arrays.py). bf16 is ml_dtypes.bfloat16 / torch.bfloat16; fp8 is OCP e4m3fn, ml_dtypes.float8_e4m3fn /
+torch.float8_e4m3fn. FP8 descales: see scales.py.
+"""
+import contextlib
+import ctypes
+import math
+
+from . import _arrays, _lib, fp8
+from ._params import DType, Params, Status
+from .scales import BlockScales, descale
+
+_IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
+_INT32_MAX = 2**31 - 1
+# supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
+# pointers, so a 16-byte aligned stand-in checks that call.
+_STAND_IN_OUT_PTR = 1 << 12
+
+
+class Error(RuntimeError):
+    """A failed library call. status: Status; message: flashprefill_last_error() of that call."""
+
+    def __init__(self, status, message):
+        self.status = Status(status)
+        self.message = message
+        super().__init__(f"{_lib.lib().flashprefill_status_string(status).decode()}: {message}")
+
+
+def _check(status):
+    if status != Status.SUCCESS:
+        raise Error(status, _lib.lib().flashprefill_last_error().decode())
+
+
+def version():
+    """The C library's version, e.g. "0.1.0"."""
+    return _lib.lib().flashprefill_version().decode()
+
+
+def _problem(q, k, v):
+    """(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v) of the q, k, v Tensors, after the checks
+    the C ABI cannot make (it receives one shape for the three)."""
+    for tensor, name in ((q, "q"), (k, "k"), (v, "v")):
+        if len(tensor.shape) != 4:
+            raise ValueError(f"{name} must be 4-d (batch, seq, heads, dim), got shape {tensor.shape}")
+    if q.dtype not in _IN_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"q, k, v must be all bfloat16 or all float8_e4m3fn, got {q.dtype}, {k.dtype}, {v.dtype}")
+    batch, seqlen_q, heads_q, dim_qk = q.shape
+    _, seqlen_k, heads_kv, dim_v = v.shape
+    if k.shape != (batch, seqlen_k, heads_kv, dim_qk) or v.shape[0] != batch:
+        raise ValueError(f"shapes do not match: q {q.shape}, k {k.shape}, v {v.shape}; expected q (batch, seqlen_q, "
+                         "heads_q, dim_qk), k (batch, seqlen_k, heads_kv, dim_qk), v (batch, seqlen_k, heads_kv, dim_v)")
+    problem = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v)
+    if max(problem) > _INT32_MAX:
+        raise ValueError(f"a dimension of q, k, v exceeds 2^31 - 1: {problem}")
+    return problem
+
+
+def _adapt(obj, name, stream, keep, writable=False):
+    tensor = _arrays.adapt(obj, name, stream, writable)
+    keep.append(tensor)
+    return tensor
+
+
+def _release(keep):
+    for tensor in keep:
+        tensor.release()
+
+
+def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales):
+    """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
+    batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v = problem
+    p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
+               seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
+               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=int(causal),
+               # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
+               softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
+               q_descale=descales[0], k_descale=descales[1], v_descale=descales[2])
+    for prefix, strides in (("q", q.strides), ("k", k.strides), ("v", v.strides), ("out", out[1])):
+        for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
+            setattr(p, f"{prefix}_stride_{axis}", stride)
+    return p
+
+
+def _descales(problem, q_descale, k_descale, v_descale, stream, keep):
+    batch, seqlen_q, seqlen_k, heads_q, heads_kv, _, _ = problem
+    return tuple(descale(value, name, batch=batch, heads=heads, heads_kv=heads_kv, seqlen=seqlen, stream=stream,
+                         keep=keep)
+                 for value, name, heads, seqlen in ((q_descale, "q_descale", heads_q, seqlen_q),
+                                                    (k_descale, "k_descale", heads_kv, seqlen_k),
+                                                    (v_descale, "v_descale", heads_kv, seqlen_k)))
+
+
+def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
+              out=None, return_lse=False, stream=None):
+    """Causal (or full) attention forward: out = softmax(softmax_scale · q·kᵀ [masked]) · v.
+
+    q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
+    v: (batch, seqlen_k, heads_kv, dim_v); all bfloat16 or all float8_e4m3fn device arrays; heads_q a multiple
+    of heads_kv (query head h reads KV head h // (heads_q // heads_kv)).
+    causal: query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <= seqlen_k.
+    softmax_scale: float, default 1/sqrt(dim_qk).
+    q_descale, k_descale, v_descale: fp8 only; None, float32 factors or BlockScales (see scales.py).
+    out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
+    q's library (torch for torch, else CuPy).
+    return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
+    stream: int cudaStream_t, CuPy stream or torch stream; default the current stream of q's library.
+    Returns out, or (out, lse). Enqueues the work and returns without waiting.
+    Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED),
+    TypeError / ValueError for arrays the library cannot take at all.
+    """
+    library = _lib.lib()
+    device = _arrays.device_of(q, "q")
+    handle = _arrays.resolve_stream(stream, q, device)
+    keep = []
+    with _arrays.on_device(q, device), contextlib.ExitStack() as scope:
+        scope.callback(_release, keep)
+        qt, kt, vt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+        problem = _problem(qt, kt, vt)
+        batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+        if out is None:
+            out = _arrays.empty((batch, seqlen_q, heads_q, dim_v), "bfloat16", q, handle)
+        ot = _adapt(out, "out", handle, keep, writable=True)
+        if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
+            raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
+                             f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+        lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
+        lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
+        for tensor in keep:
+            if tensor.device != device:
+                raise ValueError(f"every array must be on q's device {device}; one is on device {tensor.device}")
+        descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
+        params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales)
+        _check(library.flashprefill_forward(ctypes.byref(params), handle))
+    return (out, lse) if return_lse else out
+
+
+def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
+             out=None):
+    """Whether this build has a kernel for attention(q, k, v, ...) with these arguments, without touching the
+    GPU or the data. Arguments as attention. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with
+    Status.ERROR_INVALID_ARGUMENT when the call could never be valid."""
+    library = _lib.lib()
+    keep = []
+    with contextlib.ExitStack() as scope:
+        scope.callback(_release, keep)
+        # stream None: no synchronisation with the producers, since nothing is read.
+        qt, kt, vt = (_adapt(x, name, None, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+        problem = _problem(qt, kt, vt)
+        batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+        if out is None:
+            out_view = (_STAND_IN_OUT_PTR, _arrays.contiguous_strides((batch, seqlen_q, heads_q, dim_v)))
+        else:
+            ot = _adapt(out, "out", None, keep, writable=True)
+            out_view = (ot.ptr, ot.strides)
+        descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
+        params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales)
+        status = library.flashprefill_supports(ctypes.byref(params))
+    if status == Status.ERROR_NOT_SUPPORTED:
+        return False
+    _check(status)
+    return True
+
+
+def quantize_fp8(x, block=128):
+    """Per-block power-of-two FP8 quantization: x ≈ codes · 2^exponents[b, h, token // block].
+
+    x: float device array (batch, seq, heads, dim), CuPy or torch (bfloat16, float16, float32).
+    Returns (codes, BlockScales(exponents, block)): codes float8_e4m3fn (batch, seq, heads, dim) and exponents
+    int8 (batch, heads, ceil(seq / block)), both of x's library; pass the BlockScales as the descale of the
+    tensor. The same arithmetic as fp8.quantize_blocks (bit-identical), run by CuPy on x's current stream.
+    """
+    if _arrays.is_torch(x):
+        import cupy
+        import torch
+        codes, exponents = fp8.quantize_blocks(cupy.from_dlpack(x), block)
+        return torch.from_dlpack(codes).view(torch.float8_e4m3fn), BlockScales(torch.from_dlpack(exponents), block)
+    codes, exponents = fp8.quantize_blocks(x, block)
+    return _arrays.cupy_view(codes, "float8_e4m3fn"), BlockScales(exponents, block)

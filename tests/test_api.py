@@ -1,0 +1,131 @@
+"""The Python API on paths that need no GPU: supports() with DeviceArray stand-ins (validation never reads
+the data), descale translation, the checks only Python can make, and Error."""
+import pytest
+
+import flashprefill as fp
+from flashprefill import scales
+from flashprefill._params import DescaleKind
+from flashprefill._arrays import DeviceArray
+
+BASE = 0x7F0000000000
+
+
+def arrays(dtype="bfloat16", batch=2, seqlen_q=200, seqlen_k=256, heads_q=8, heads_kv=2, dim_qk=128, dim_v=128):
+    return (DeviceArray(BASE, (batch, seqlen_q, heads_q, dim_qk), dtype),
+            DeviceArray(BASE + (1 << 32), (batch, seqlen_k, heads_kv, dim_qk), dtype),
+            DeviceArray(BASE + (2 << 32), (batch, seqlen_k, heads_kv, dim_v), dtype))
+
+
+def fake(shape, dtype, offset=3 << 32):
+    return DeviceArray(BASE + offset, shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_supports_valid_call_is_a_bool(dtype):
+    assert fp.supports(*arrays(dtype)) in (True, False)
+
+
+def test_supports_invalid_call_raises_error():
+    with pytest.raises(fp.Error) as info:
+        fp.supports(*arrays(heads_kv=3))
+    assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
+    assert info.value.message == "heads_q = 8 is not a multiple of heads_kv = 3"
+    assert str(info.value) == "invalid argument: heads_q = 8 is not a multiple of heads_kv = 3"
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_supports_checks_strides_of_out():
+    q, k, v = arrays()
+    out = DeviceArray(BASE + (3 << 32), (2, 200, 8, 128), "bfloat16", strides=(200 * 8 * 128, 8 * 128, 0, 1))
+    with pytest.raises(fp.Error, match="out overlaps itself"):
+        fp.supports(q, k, v, out=out)
+
+
+def test_supports_passes_softmax_scale_and_causal():
+    with pytest.raises(fp.Error, match="softmax_scale must be finite and > 0"):
+        fp.supports(*arrays(), softmax_scale=float("nan"))
+    with pytest.raises(fp.Error, match="seqlen_q = 300 > seqlen_k = 256"):
+        fp.supports(*arrays(seqlen_q=300))
+    assert fp.supports(*arrays(seqlen_q=300), causal=False) in (True, False)
+
+
+def test_bf16_with_descale_is_the_libraries_error():
+    with pytest.raises(fp.Error, match="q_descale: bf16 inputs take no descale"):
+        fp.supports(*arrays(), q_descale=fake((), "float32"))
+
+
+@pytest.mark.parametrize("q, k, v, error", [
+    ((2, 200, 8), (2, 256, 2, 128), (2, 256, 2, 128), "q must be 4-d"),
+    ((2, 200, 8, 128), (2, 255, 2, 128), (2, 256, 2, 128), "shapes do not match"),
+    ((2, 200, 8, 128), (2, 256, 2, 64), (2, 256, 2, 128), "shapes do not match"),
+    ((2, 200, 8, 128), (1, 256, 2, 128), (1, 256, 2, 128), "shapes do not match"),
+    ((2, 200, 8, 128), (2, 256, 2, 128), (2, 256, 4, 128), "shapes do not match"),
+    ((2**31, 1, 8, 128), (2**31, 1, 2, 128), (2**31, 1, 2, 128), r"exceeds 2\^31 - 1"),
+])
+def test_shapes_python_must_check(q, k, v, error):
+    with pytest.raises(ValueError, match=error):
+        fp.supports(fake(q, "bfloat16", 0), fake(k, "bfloat16", 1 << 32), fake(v, "bfloat16", 2 << 32))
+
+
+def test_mixed_or_wrong_input_dtypes():
+    q, k, v = arrays()
+    with pytest.raises(TypeError, match="all bfloat16 or all float8_e4m3fn"):
+        fp.supports(q, fake(k.shape, "float8_e4m3fn"), v)
+    with pytest.raises(TypeError, match="all bfloat16 or all float8_e4m3fn"):
+        fp.supports(*arrays("float32"))
+
+
+def test_host_inputs_rejected():
+    numpy = pytest.importorskip("numpy")
+    q, k, v = arrays()
+    with pytest.raises(TypeError, match="v is a host array; pass a device array"):
+        fp.supports(q, k, numpy.zeros(v.shape, numpy.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Descales
+
+def descale(value, name="k_descale", heads=2, seqlen=256):
+    keep = []
+    d = scales.descale(value, name, batch=2, heads=heads, heads_kv=2, seqlen=seqlen, stream=None, keep=keep)
+    return d, keep
+
+
+@pytest.mark.parametrize("shape, kind", [((), DescaleKind.PER_TENSOR), ((1,), DescaleKind.PER_TENSOR),
+                                         ((2, 2), DescaleKind.PER_HEAD)])
+def test_float32_descales(shape, kind):
+    d, keep = descale(fake(shape, "float32"))
+    assert (d.kind, d.factors, d.exponents) == (kind, BASE + (3 << 32), None)
+    assert len(keep) == 1
+
+
+def test_block_scales():
+    d, _ = descale(fp.BlockScales(fake((2, 8, 2), "int8"), 128), name="q_descale", heads=8, seqlen=200)
+    assert (d.kind, d.block_tokens, d.exponents, d.factors) == (DescaleKind.PER_BLOCK, 128, BASE + (3 << 32), None)
+
+
+def test_none_descale():
+    d, keep = descale(None)
+    assert d.kind == DescaleKind.NONE and keep == []
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (fake((2, 8), "float32"), ValueError, r"must have shape \(\) or \(1,\) \(per tensor\) or \(batch, heads_kv\)"),
+    (fake((2, 2, 2), "int8"), TypeError, r"wrap int8 exponents as BlockScales"),
+    (fake((2,), "bfloat16"), TypeError, "must be float32 factors or BlockScales"),
+    (fp.BlockScales(fake((2, 2, 3), "int8"), 128), ValueError, r"\(batch, heads, ceil\(seqlen / block_tokens\)\) = "
+                                                                r"\(2, 2, 2\), got int8 \(2, 2, 3\)"),
+    (fp.BlockScales(fake((2, 2, 2), "float32"), 128), ValueError, "k_descale.exponents must be int8"),
+    (fp.BlockScales(DeviceArray(BASE, (2, 2, 2), "int8", strides=(8, 2, 1)), 128), ValueError,
+     "k_descale.exponents must be contiguous"),
+    (DeviceArray(BASE, (2, 2), "float32", strides=(1, 2)), ValueError, "k_descale must be contiguous"),
+])
+def test_bad_descales(value, error, message):
+    with pytest.raises(error, match=message):
+        descale(value)
+
+
+@pytest.mark.parametrize("block_tokens", [0, -128, 128.0])
+def test_block_tokens_must_be_positive_int(block_tokens):
+    with pytest.raises(ValueError, match="block_tokens must be an int > 0"):
+        fp.BlockScales(fake((2, 2, 2), "int8"), block_tokens)

@@ -1,0 +1,198 @@
+"""The Hopper kernels against the float64 reference, on the GPU (torch tensors in, torch tensors out).
+
+Error bounds are relative to peers measured on the same inputs, not magic numbers:
+  bf16: relative L2 <= 1.5x the error of torch's bf16 SDPA;
+  fp8:  relative L2 (against float64 attention of the dequantized inputs) <= 1.5x the error of a float64
+        emulation that rounds only P to e4m3 and the output to bf16 (the kernel's unavoidable steps), and <= 1.5x FlashAttention-3's
+        fp8 error where fa3_fwd is installed.
+Every output is poisoned with NaN first; every element must be written and finite.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import flashprefill as fp
+from flashprefill import reference
+
+torch = pytest.importorskip("torch", reason="the GPU kernel tests drive the kernels with torch tensors")
+pytestmark = pytest.mark.gpu
+
+FP8_MAX = 448.0
+RNG = np.random.default_rng()
+
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv): seqlen 1, non-tile multiples, seqlen_q < seqlen_k, GQA 1..8
+SHAPES = [
+    (1, 1, 1, 1, 1),
+    (1, 17, 17, 2, 1),
+    (2, 128, 128, 4, 2),
+    (1, 200, 200, 8, 8),
+    (1, 300, 1000, 4, 1),
+    (2, 1000, 1000, 8, 1),
+]
+
+
+def _seed():
+    return int(RNG.integers(1 << 31))
+
+
+def _randn(shape, seed, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+
+
+def _inputs(shape, dim, seed):
+    batch, sq, sk, hq, hkv = shape
+    return _randn((batch, sq, hq, dim), seed), _randn((batch, sk, hkv, dim), seed + 1), \
+        _randn((batch, sk, hkv, dim), seed + 2)
+
+
+def _poisoned(batch, sq, hq, dim):
+    return torch.full((batch, sq, hq, dim), float("nan"), device="cuda", dtype=torch.bfloat16)
+
+
+def _rel_l2(out, ref):
+    return reference.relative_l2(out.float().cpu().numpy(), ref)
+
+
+def _quantize(x, per_head, heads_kv):
+    """(codes, descale, dequantized) with FA3-style factors: one per tensor, or one per (batch, KV head),
+    shared for q by the heads_q // heads_kv query heads of a group."""
+    batch, seq, heads, dim = x.shape
+    if per_head:
+        groups = x.reshape(batch, seq, heads_kv, heads // heads_kv, dim)
+        descale = (groups.abs().amax(dim=(1, 3, 4)) / FP8_MAX).clamp_min(1e-12)
+        scale = descale.repeat_interleave(heads // heads_kv, 1)[:, None, :, None]
+    else:
+        descale = scale = (x.abs().amax() / FP8_MAX).clamp_min(1e-12)
+    codes = (x / scale).to(torch.float8_e4m3fn)
+    return codes, descale.float().contiguous(), codes.double() * scale.double()
+
+
+def _sdpa_bf16(q, k, v, causal):
+    """torch SDPA in bf16 as the same-precision peer; (batch, seq, heads, dim) in and out."""
+    rep = q.shape[2] // k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)))
+    if causal and q.shape[1] != k.shape[1]:
+        mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool, device="cuda").tril(k.shape[1] - q.shape[1])
+        return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask).transpose(1, 2)
+    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+
+
+def _p_rounding_floor(q, k, v, causal):
+    """float64 attention whose only rounding is P -> e4m3 at 2^8 times the row max (as the kernel scales P)."""
+    rep = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    if causal:
+        sq, sk = q.shape[1], k.shape[1]
+        s.masked_fill_(torch.ones(sq, sk, dtype=torch.bool, device="cuda").triu(sk - sq + 1), float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True)) * 256
+    p8 = p.float().to(torch.float8_e4m3fn).double()
+    return torch.einsum("bhqk,bkhd->bqhd", p8, v) / p.sum(-1)[..., None].transpose(1, 2)
+
+
+def _fa3():
+    try:
+        from fa3_fwd_interface import flash_attn_func
+    except ImportError:
+        return None
+    return flash_attn_func
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_bf16(shape, causal):
+    seed = _seed()
+    q, k, v = (x.to(torch.bfloat16) for x in _inputs(shape, 128, seed))
+    ref, ref_lse = reference.attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)), causal=causal,
+                                                 return_lse=True)
+    out = _poisoned(shape[0], shape[1], shape[3], 128)
+    _, lse = fp.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    peer = _rel_l2(_sdpa_bf16(q, k, v, causal), ref)
+    assert err <= 1.5 * peer, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; SDPA {peer:.3e}"
+    lse_err = np.abs(lse.cpu().numpy() - ref_lse).max()
+    assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
+
+
+@pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fp8(shape, causal, per_head):
+    seed = _seed()
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, per_head, shape[4]) for x in _inputs(shape, 128, seed))
+    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
+    out = _poisoned(shape[0], shape[1], shape[3], 128)
+    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    floor = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
+    report = reference.error_report(out.float().cpu().numpy(), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {report}; P-and-output-rounding floor {floor:.3e}"
+    fa3 = _fa3()
+    if fa3 is not None:
+        expand = lambda d: d.reshape(1, 1).expand(shape[0], shape[4]).contiguous() if d.dim() == 0 else d
+        peer = fa3(q8, k8, v8, causal=causal, q_descale=expand(qd), k_descale=expand(kd), v_descale=expand(vd))
+        peer = peer[0] if isinstance(peer, tuple) else peer
+        peer_err = _rel_l2(peer, ref)
+        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+
+
+def _sampled_reference(q, k, v, rows, round_p=False):
+    """Causal float64 attention (on the GPU) of the query rows `rows` only; q, k, v float64 (1, seq, heads,
+    dim). round_p: round P to e4m3 at 2^8 times the row max and the output to bf16, the fp8 kernel's floor."""
+    rep = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(rep, 2)[0], v.repeat_interleave(rep, 2)[0]
+    s = torch.einsum("qhd,khd->hqk", q[0, rows], k) / math.sqrt(q.shape[-1])
+    keys = torch.arange(k.shape[0], device="cuda")
+    s.masked_fill_(keys[None, None, :] > (rows + k.shape[0] - q.shape[1])[None, :, None], float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True)) * 256
+    pv = p.float().to(torch.float8_e4m3fn).double() if round_p else p
+    out = torch.einsum("hqk,khd->qhd", pv, v) / p.sum(-1).T[..., None]
+    return out.to(torch.bfloat16).double() if round_p else out
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_long_sequence_128k(dtype):
+    """131072 tokens, one head, causal: 64 sampled rows (the first, the last, random) against float64, with
+    the bound of the short tests (SDPA bf16 on the same rows; the P-and-output rounding floor for fp8)."""
+    seed, seq = _seed(), 131072
+    q, k, v = _inputs((1, seq, seq, 1, 1), 128, seed)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    rows = torch.cat([torch.tensor([0, seq - 1], device="cuda"), torch.randint(0, seq, (62,), generator=g,
+                                                                               device="cuda")])
+    out = _poisoned(1, seq, 1, 128)
+    if dtype == "bf16":
+        q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+        fp.attention(q, k, v, out=out)
+        ref = _sampled_reference(q.double(), k.double(), v.double(), rows)
+        bound = 1.5 * _rel_l2(_sdpa_bf16(q, k, v, True)[0, rows], ref.cpu().numpy())
+    else:
+        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q, k, v))
+        fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+        ref = _sampled_reference(qx, kx, vx, rows)
+        bound = 1.5 * _rel_l2(_sampled_reference(qx, kx, vx, rows, round_p=True), ref.cpu().numpy())
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out[0, rows], ref.cpu().numpy())
+    assert err <= bound, f"seed {seed}: relative L2 {err:.3e} > bound {bound:.3e}"
+
+
+def test_packed_qkv_strides_and_determinism():
+    """q, k, v as views into one (batch, seq, heads_q + 2 heads_kv, dim) buffer; two calls agree bit for bit."""
+    seed = _seed()
+    batch, seq, hq, hkv, dim = 2, 333, 8, 2, 128
+    qkv = _randn((batch, seq, hq + 2 * hkv, dim), seed).to(torch.bfloat16)
+    q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+    first = fp.attention(q, k, v)
+    second = fp.attention(q, k, v)
+    torch.cuda.synchronize()
+    assert torch.equal(first, second), f"seed {seed}: repeated calls differ"
+    ref = reference.attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)), causal=True)
+    err = _rel_l2(first, ref)
+    peer = _rel_l2(_sdpa_bf16(q, k, v, True), ref)
+    assert err <= 1.5 * peer, f"seed {seed}: {reference.error_report(first.float().cpu().numpy(), ref)}"

@@ -1,0 +1,102 @@
+"""The ctypes mirrors (python/flashprefill/_params.py) match include/flashprefill.h: same fields, offsets, sizes.
+
+A small C program compiled against the header prints sizeof and offsetof of every field the mirror names; the
+header's struct bodies are parsed for field names so that a field added in C but not in Python fails too.
+"""
+import ctypes
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from flashprefill._params import Descale, DescaleKind, DType, Params, Status
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HEADER = ROOT / "include" / "flashprefill.h"
+C_TYPES = {Params: "flashprefill_params", Descale: "flashprefill_descale"}
+
+
+def mirrored_fields(struct, prefix=""):
+    """[(dotted name, offset, size)] of every leaf field of a ctypes Structure, nested structs flattened."""
+    fields = []
+    for name, ctype in struct._fields_:
+        offset = getattr(struct, name).offset
+        if issubclass(ctype, ctypes.Structure):
+            fields += [(f"{prefix}{name}.{sub}", offset + sub_offset, size)
+                       for sub, sub_offset, size in mirrored_fields(ctype)]
+        else:
+            fields.append((f"{prefix}{name}", offset, ctypes.sizeof(ctype)))
+    return fields
+
+
+def header_fields(c_type):
+    """Field names of `typedef struct c_type {...} c_type;` in the header, in order."""
+    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
+    body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_type, c_type), text, flags=re.S).group(1)
+    names = []
+    for declaration in body.split(";"):
+        declaration = declaration.strip()
+        if declaration:
+            declarators = re.sub(r"^(const\s+)?\w+\s*", "", declaration)  # drop the type
+            names += [d.strip().lstrip("*").strip() for d in declarators.split(",")]
+    return names
+
+
+@pytest.fixture(scope="module")
+def c_layout(tmp_path_factory):
+    """{(c_type, dotted field or ""): (offset, size)} as the C compiler lays them out."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler (cc) to compile the layout probe")
+    lines = []
+    for struct, c_type in C_TYPES.items():
+        lines.append(f'printf("{c_type} - 0 %zu\\n", sizeof({c_type}));')
+        for name, _, _ in mirrored_fields(struct):
+            lines.append(f'printf("{c_type} {name} %zu %zu\\n", offsetof({c_type}, {name}), '
+                         f'sizeof((({c_type} *)0)->{name}));')
+    source = ("#include <stddef.h>\n#include <stdio.h>\n#include \"flashprefill.h\"\nint main(void)\n{\n    "
+              + "\n    ".join(lines) + "\n    return 0;\n}\n")
+    directory = tmp_path_factory.mktemp("layout")
+    (directory / "probe.c").write_text(source)
+    subprocess.run([compiler, "-std=c11", "-Wall", "-Werror", f"-I{HEADER.parent}", "probe.c", "-o", "probe"],
+                   cwd=directory, check=True)
+    output = subprocess.run([str(directory / "probe")], check=True, capture_output=True, text=True).stdout
+    layout = {}
+    for line in output.splitlines():
+        c_type, name, offset, size = line.split()
+        layout[(c_type, "" if name == "-" else name)] = (int(offset), int(size))
+    return layout
+
+
+@pytest.mark.parametrize("struct", C_TYPES, ids=C_TYPES.values())
+def test_struct_size(c_layout, struct):
+    assert ctypes.sizeof(struct) == c_layout[(C_TYPES[struct], "")][1]
+
+
+@pytest.mark.parametrize("struct", C_TYPES, ids=C_TYPES.values())
+def test_field_offsets_and_sizes(c_layout, struct):
+    for name, offset, size in mirrored_fields(struct):
+        assert (offset, size) == c_layout[(C_TYPES[struct], name)], name
+
+
+@pytest.mark.parametrize("struct", C_TYPES, ids=C_TYPES.values())
+def test_every_c_field_is_mirrored(struct):
+    assert [name for name, _ in struct._fields_] == header_fields(C_TYPES[struct])
+
+
+def header_enum(c_type):
+    """{NAME: value} of `typedef enum c_type {...}` in the header."""
+    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
+    body = re.search(r"typedef enum %s \{(.*?)\}" % c_type, text, flags=re.S).group(1)
+    return {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)}
+
+
+@pytest.mark.parametrize("enum, c_type, prefix", [
+    (Status, "flashprefill_status", "FLASHPREFILL_"),
+    (DType, "flashprefill_dtype", "FLASHPREFILL_DTYPE_"),
+    (DescaleKind, "flashprefill_descale_kind", "FLASHPREFILL_DESCALE_"),
+], ids=["status", "dtype", "descale_kind"])
+def test_enums_match_header(enum, c_type, prefix):
+    assert {f"{prefix}{member.name}": int(member) for member in enum} == header_enum(c_type)

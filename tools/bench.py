@@ -1,0 +1,155 @@
+"""Side-by-side speed of causal prefill attention on one GPU: flashprefill and its peers (tools/peers.py), same
+inputs, one process.
+
+Per shape: three input sets (rotated, so L2 does not flatter), warm-up, then `rounds` rounds in which every
+implementation is timed `launches` times in turn with CUDA events. Reported: the median TFLOP/s over all
+launches and the spread (max - min of the per-round medians, relative to the median). FLOPs of causal
+attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
+
+    python tools/bench.py [--out DIR] [--quick]
+writes DIR/bench.json, DIR/bench.md and DIR/bench.png (default bench/results/).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import PEERS, PeerUnavailable  # noqa: E402
+
+# (name, batch, seq, heads_q, heads_kv, dim_qk, dim_v)
+SHAPES = [
+    ("hd128 32/8 4k b4", 4, 4096, 32, 8, 128, 128),
+    ("hd128 32/8 8k b2", 2, 8192, 32, 8, 128, 128),
+    ("hd128 32/8 16k", 1, 16384, 32, 8, 128, 128),
+    ("hd128 32/8 32k", 1, 32768, 32, 8, 128, 128),
+    ("hd128 32/32 16k", 1, 16384, 32, 32, 128, 128),
+]
+INPUT_SETS = 3
+
+
+def make_inputs(batch, seq, hq, hkv, dqk, dv, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = {"q": torch.randn(batch, seq, hq, dqk, generator=g, device="cuda"),
+         "k": torch.randn(batch, seq, hkv, dqk, generator=g, device="cuda"),
+         "v": torch.randn(batch, seq, hkv, dv, generator=g, device="cuda")}
+    for name, rep in (("q", hq // hkv), ("k", 1), ("v", 1)):
+        t = x[name]
+        groups = t.reshape(batch, seq, hkv, -1)  # the heads of one KV group side by side
+        descale = (groups.abs().amax(dim=(1, 3)) / 448.0).clamp_min(1e-12).float().contiguous()
+        scale = descale.repeat_interleave(rep, 1)[:, None, :, None]
+        x[name + "8"] = (t / scale).to(torch.float8_e4m3fn)
+        x[name + "d"] = descale
+        x[name] = t.to(torch.bfloat16)
+    return x
+
+
+def time_launches(fn, launches):
+    times = []
+    for _ in range(launches):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return times
+
+
+def bench_shape(shape, rounds, launches):
+    name, batch, seq, hq, hkv, dqk, dv = shape
+    flops = batch * hq * seq * seq * (dqk + dv)
+    sets = [make_inputs(batch, seq, hq, hkv, dqk, dv, seed) for seed in range(INPUT_SETS)]
+    runs, rows = {}, {}
+    for peer, (dtype, setup) in PEERS.items():
+        try:
+            runs[peer] = [setup(x) for x in sets]
+            for run in runs[peer]:
+                run()
+            torch.cuda.synchronize()
+        except PeerUnavailable as e:
+            rows[peer] = {"dtype": dtype, "unavailable": str(e)}
+            runs.pop(peer, None)
+    per_round = {peer: [] for peer in runs}
+    all_times = {peer: [] for peer in runs}
+    for r in range(rounds):
+        for peer, fns in runs.items():
+            fn = fns[r % INPUT_SETS]
+            times = time_launches(fn, launches)
+            per_round[peer].append(statistics.median(times))
+            all_times[peer] += times
+    for peer in runs:
+        median_ms = statistics.median(all_times[peer])
+        rounds_ms = per_round[peer]
+        rows[peer] = {"dtype": PEERS[peer][0], "median_ms": median_ms, "tflops": flops / median_ms / 1e9,
+                      "spread": (max(rounds_ms) - min(rounds_ms)) / median_ms, "round_medians_ms": rounds_ms}
+    del sets, runs
+    torch.cuda.empty_cache()
+    return {"shape": name, "batch": batch, "seq": seq, "heads_q": hq, "heads_kv": hkv, "dim_qk": dqk,
+            "dim_v": dv, "flops": flops, "results": rows}
+
+
+def markdown(results, device):
+    peers = list(PEERS)
+    lines = [f"Causal prefill, TFLOP/s (median; ± spread of round medians), {device}", "",
+             "| shape | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
+    for shape in results:
+        cells = []
+        for peer in peers:
+            r = shape["results"].get(peer, {})
+            cells.append(f"{r['tflops']:.0f} ±{100 * r['spread']:.0f}%" if "tflops" in r else "—")
+        lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for shape in results:
+        for peer, r in shape["results"].items():
+            if "unavailable" in r:
+                lines.append(f"- {shape['shape']}, {peer}: {r['unavailable']}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    peers = list(PEERS)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(peers)
+    for i, peer in enumerate(peers):
+        values = [s["results"].get(peer, {}).get("tflops", 0) for s in results]
+        ax.bar([j + i * width for j in range(len(results))], values, width, label=peer)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))], [s["shape"] for s in results])
+    ax.set_ylabel("TFLOP/s (causal)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench", "results"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
+    args = ap.parse_args()
+    shapes = [s for s in SHAPES if "16k" in s[0]] if args.quick else SHAPES
+    device = torch.cuda.get_device_name()
+    results = [bench_shape(s, args.rounds, args.launches) for s in shapes]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"device": device, "torch": torch.__version__, "shapes": results}, f, indent=1)
+    table = markdown(results, device)
+    with open(os.path.join(args.out, "bench.md"), "w") as f:
+        f.write(table)
+    plot(results, os.path.join(args.out, "bench.png"))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The attention implementations the benchmark runs side by side, each as `setup(inputs) -> run()`.
+
+inputs: dict of torch CUDA tensors in (batch, seq, heads, dim) layout: q, k, v (bf16) and q8, k8, v8 (fp8 e4m3)
+with FA3-style descales qd, kd, vd (float32, (batch, heads_kv)). Every setup raises PeerUnavailable with the
+reason when its library is missing or refuses the shape, so the benchmark reports it instead of failing.
+"""
+import math
+
+import torch
+
+import flashprefill as fp
+
+
+class PeerUnavailable(Exception):
+    pass
+
+
+def _out(x):
+    return torch.empty(x["q"].shape[:3] + (x["v"].shape[-1],), device="cuda", dtype=torch.bfloat16)
+
+
+def ours_bf16(x):
+    out = _out(x)
+    if not fp.supports(x["q"], x["k"], x["v"]):
+        raise PeerUnavailable("flashprefill has no bf16 kernel for this shape")
+    return lambda: fp.attention(x["q"], x["k"], x["v"], causal=True, out=out)
+
+
+def ours_fp8(x):
+    out = _out(x)
+    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"])
+    if not fp.supports(x["q8"], x["k8"], x["v8"], **kw):
+        raise PeerUnavailable("flashprefill has no fp8 kernel for this shape")
+    return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
+
+
+def _fa3():
+    try:
+        from fa3_fwd_interface import flash_attn_func
+    except ImportError as e:
+        raise PeerUnavailable(f"fa3_fwd not installed ({e})")
+    return flash_attn_func
+
+
+def fa3_bf16(x):
+    f = _fa3()
+    return lambda: f(x["q"], x["k"], x["v"], causal=True)
+
+
+def fa3_fp8(x):
+    f = _fa3()
+    return lambda: f(x["q8"], x["k8"], x["v8"], causal=True, q_descale=x["qd"], k_descale=x["kd"],
+                     v_descale=x["vd"])
+
+
+def _sdpa(x, backend):
+    from torch.nn.attention import sdpa_kernel
+    rep = x["q"].shape[2] // x["k"].shape[2]
+    q = x["q"].transpose(1, 2)
+    k = x["k"].transpose(1, 2)
+    v = x["v"].transpose(1, 2)
+    gqa = rep > 1
+
+    def run():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    try:
+        run()
+    except RuntimeError as e:
+        raise PeerUnavailable(f"torch SDPA {backend}: {str(e).splitlines()[0]}")
+    return run
+
+
+def sdpa_cudnn_bf16(x):
+    from torch.nn.attention import SDPBackend
+    return _sdpa(x, SDPBackend.CUDNN_ATTENTION)
+
+
+def sdpa_flash_bf16(x):
+    from torch.nn.attention import SDPBackend
+    return _sdpa(x, SDPBackend.FLASH_ATTENTION)
+
+
+def cudnn_fp8(x):
+    """cuDNN's fp8 SDPA through cudnn-frontend; on Hopper its output is fp8 too (one more rounding)."""
+    try:
+        import cudnn
+    except ImportError as e:
+        raise PeerUnavailable(f"cudnn-frontend not installed ({e})")
+    q8, k8, v8 = x["q8"], x["k8"], x["v8"]
+    batch, seq_q, heads_q, dim = q8.shape
+    dim_v = v8.shape[-1]
+    fp8 = cudnn.data_type.FP8_E4M3
+    try:
+        handle = cudnn.create_handle()
+        cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+        graph = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                              compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+
+        def bhsd(name, t):  # cuDNN wants (batch, heads, seq, dim) dims with the tensor's real strides
+            b, s, h, d = t.shape
+            sb, ss, sh, sd = t.stride()
+            return graph.tensor(name=name, dim=[b, h, s, d], stride=[sb, sh, ss, sd], data_type=fp8)
+
+        def scalar(name):
+            return graph.tensor(name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=cudnn.data_type.FLOAT)
+        q, k, v = bhsd("q", q8), bhsd("k", k8), bhsd("v", v8)
+        names = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+        scales = {n: scalar(n) for n in names}
+        o, _, amax_s, amax_o = graph.sdpa_fp8(q=q, k=k, v=v, **scales, is_inference=True,
+                                              attn_scale=1 / math.sqrt(dim), use_causal_mask=True)
+        out = torch.empty((batch, seq_q, heads_q, dim_v), device="cuda", dtype=torch.uint8)
+        o.set_output(True).set_dim([batch, heads_q, seq_q, dim_v]).set_stride(
+            [seq_q * heads_q * dim_v, dim_v, heads_q * dim_v, 1]).set_data_type(fp8)
+        for a in (amax_s, amax_o):
+            a.set_output(True).set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1]).set_data_type(cudnn.data_type.FLOAT)
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+    except Exception as e:  # cudnn raises its own types; any refusal means "not available for this shape"
+        raise PeerUnavailable(f"cuDNN fp8: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    # Per-tensor descales (cuDNN fp8 takes scalars): the largest per-head factor of each input.
+    values = {"descale_q": x["qd"].max(), "descale_k": x["kd"].max(), "descale_v": x["vd"].max(),
+              "descale_s": torch.tensor(1 / 448.0), "scale_s": torch.tensor(448.0), "scale_o": torch.tensor(1.0)}
+    pack = {scales[n]: values[n].reshape(1, 1, 1, 1).float().cuda() for n in names}
+    pack.update({q: q8, k: k8, v: v8, o: out, amax_s: torch.empty(1, device="cuda"),
+                 amax_o: torch.empty(1, device="cuda")})
+    workspace = torch.empty(graph.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    return lambda: graph.execute(pack, workspace, handle=handle)
+
+
+PEERS = {
+    "flashprefill fp8": ("fp8", ours_fp8),
+    "FA3 fp8": ("fp8", fa3_fp8),
+    "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),
+    "flashprefill bf16": ("bf16", ours_bf16),
+    "FA3 bf16": ("bf16", fa3_bf16),
+    "cuDNN bf16 (SDPA)": ("bf16", sdpa_cudnn_bf16),
+    "FA2 bf16 (SDPA flash)": ("bf16", sdpa_flash_bf16),
+}
