@@ -29,8 +29,12 @@ flashprefill_status check_on_device(const char *name, const void *ptr, int devic
 
 const void *descale_data(const flashprefill_descale &d)
 {
-    return d.kind == FLASHPREFILL_DESCALE_PER_BLOCK ? static_cast<const void *>(d.exponents)
-                                                    : static_cast<const void *>(d.factors);
+    switch (d.kind) {
+    case FLASHPREFILL_DESCALE_PER_TENSOR:
+    case FLASHPREFILL_DESCALE_PER_HEAD: return d.factors;
+    case FLASHPREFILL_DESCALE_PER_BLOCK: return d.exponents;
+    default: return nullptr;  // NONE: whatever the pointers hold is not read
+    }
 }
 
 }  // namespace

@@ -8,10 +8,11 @@
 //     (w / 4) * 16 + 2 * (w % 4) + {0, 1, 8, 9}[p % 4],   w = p / 4,
 // so P's k index and V^T's k index name the same key.
 //
-// Work split: 128 threads x 8 tasks; a task is a 4 x 4 byte block: 4 keys (one position word W of V^T) x
-// 4 dims (one dim word D of V). Lane mapping D = lane % 8 + 8 * warp, W = lane / 8 + 4 * task keeps both
-// the loads and the stores free of bank conflicts under the 128-byte swizzle: each thread rotates its block
-// by r = (lane / 2) % 4 rows so that the 8 lanes of a quarter-warp store to 8 different swizzle chunks.
+// Work split: 1024 blocks of 4 x 4 bytes (4 keys = one position word W of V^T, by 4 dims = one dim word D
+// of V), in 32 warp tasks of 32 blocks, dealt round-robin to the transposing warps. In warp task t, lane l
+// takes D = l % 8 + 8 (t % 4), W = l / 8 + 4 (t / 4); this keeps both the loads and the stores free of
+// bank conflicts under the 128-byte swizzle: each thread rotates its block by r = (l / 2) % 4 rows so that
+// the 8 lanes of a quarter-warp store to 8 different swizzle chunks.
 #pragma once
 
 #include <cstdint>
@@ -29,16 +30,16 @@ __device__ __forceinline__ uint32_t vt_word_first_key(uint32_t w)
 }
 
 // Transposes one 128 x 128 fp8 V tile (`v`: keys x dims, sw128) into `vt` (dims x positions, sw128).
-// Called by all 128 threads of the producer warpgroup; `thread` is 0..127.
-__device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *vt, uint32_t thread)
+// Called by every lane of `warps` warps; this one is warp `warp` (0 .. warps - 1).
+__device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *vt, uint32_t warp, uint32_t warps)
 {
-    constexpr uint32_t kTasks = 8;  // 1024 blocks of 4 x 4 bytes over 128 threads
-    const uint32_t lane = thread % 32, warp = thread / 32;
-    const uint32_t dim_word = lane % 8 + 8 * warp;   // dims 4 * dim_word .. + 3
-    const uint32_t rotation = (lane / 2) % 4;         // this thread's store order, see the header
+    constexpr uint32_t kWarpTasks = 32;
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t rotation = (lane / 2) % 4;  // this thread's store order, see the header
 #pragma unroll 1
-    for (uint32_t task = 0; task < kTasks; ++task) {
-        const uint32_t pos_word = lane / 8 + 4 * task;  // positions 4 * pos_word .. + 3
+    for (uint32_t task = warp; task < kWarpTasks; task += warps) {
+        const uint32_t dim_word = lane % 8 + 8 * (task % 4);  // dims 4 * dim_word .. + 3
+        const uint32_t pos_word = lane / 8 + 4 * (task / 4);  // positions 4 * pos_word .. + 3
         const uint32_t key0 = vt_word_first_key(pos_word);
         const uint32_t keys[4] = {key0, key0 + 1, key0 + 8, key0 + 9};
         uint32_t x[4];

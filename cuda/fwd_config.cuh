@@ -40,11 +40,14 @@ struct FwdConfig {
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
     static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
-    // Two stages of K and V: a KV tile is one TMA round trip ahead of the consumers.
-    static constexpr int kStages = 2;
+    // Stages of K and V in flight. bf16: two (2 x 64 KiB + Q fill the shared memory); a tile is loaded one
+    // iteration ahead. fp8: three, because each V tile also waits for its transpose before P.V can use it.
+    static constexpr int kStages = kIsFp8 ? 3 : 2;
     // setmaxnreg: the producer needs few registers (TMA issue, fp8 V transpose); the consumers hold S, O, P.
     // 128 * 40 + 256 * 232 = 64512 <= 65536.
     static constexpr int kProducerRegs = 40;
+    // fp8: producer warps 1-3 transpose V while warp 0 issues the loads ahead of them.
+    static constexpr int kTransposeWarps = 3;
     static constexpr int kConsumerRegs = 232;
 
     // 128-byte swizzle everywhere: a tile row of 128 bytes is one swizzle atom row.

@@ -1,7 +1,7 @@
 // The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
 //
-//   warpgroup 0 (producer): one thread issues every TMA load (Q once; K and V per 128-key tile, two stages
-//                           deep); for fp8 the whole warpgroup also transposes each V tile (fp8_transpose.cuh).
+//   warpgroup 0 (producer): one thread issues every TMA load (Q once; K and V per 128-key tile, kStages
+//                           deep); for fp8 its warps 1-3 transpose each V tile (fp8_transpose.cuh).
 //   warpgroups 1, 2 (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
 //       [my turn]  S(n) = Q K(n)^T           wgmma, A and B from shared memory
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers
@@ -103,22 +103,19 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
             ptx::tma_load_4d(ss.q + c * Config::kBlockM * kChunkRowsBytes, &args.tm_q, &ss.q_full,
                              c * Config::kAtomCols, m_block * Config::kBlockM, head, batch);
     }
-    if constexpr (!Config::kIsFp8) {
-        if (issuer)
-            for (int it = 0; it < range.end; ++it)
-                issue_kv(it);
-    } else {
-        // One tile ahead: the loads of tile it + 1 fly while the warpgroup transposes tile it.
-        if (issuer)
-            issue_kv(0);
+    if (issuer)
+        for (int it = 0; it < range.end; ++it)
+            issue_kv(it);
+    if constexpr (Config::kIsFp8) {
+        // Warps 1-3 transpose each V tile as it lands; warp 0 only issues loads, so they run ahead.
+        const uint32_t warp = thread / 32;
+        if (warp == 0)
+            return;
         for (int it = 0; it < range.end; ++it) {
             const int stage = it % Config::kStages;
-            const uint32_t phase = (it / Config::kStages) & 1;
-            if (issuer && it + 1 < range.end)
-                issue_kv(it + 1);
             // v_empty[stage] was awaited before V(it) was loaded, so vt[stage] is free too.
-            ptx::mbarrier_wait_parity(&ss.v_full[stage], phase);
-            transpose_v_tile_fp8(ss.v[stage], ss.vt[stage], thread);
+            ptx::mbarrier_wait_parity(&ss.v_full[stage], (it / Config::kStages) & 1);
+            transpose_v_tile_fp8(ss.v[stage], ss.vt[stage], warp - 1, Config::kTransposeWarps);
             ptx::fence_proxy_async_shared();
             ptx::mbarrier_arrive(&ss.vt_full[stage]);
         }
@@ -327,7 +324,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
-            ptx::mbarrier_init(&ss.vt_full[i], 128);               // every producer thread
+            ptx::mbarrier_init(&ss.vt_full[i], 32 * Config::kTransposeWarps);   // every transposing thread
             ptx::mbarrier_init(&ss.k_empty[i], 4 * Config::kConsumerWarpgroups);  // every consumer warp
             ptx::mbarrier_init(&ss.v_empty[i], 4 * Config::kConsumerWarpgroups);
         }

@@ -36,6 +36,21 @@ typedef struct tensor_view {
 
 static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_head", "stride_dim"};
 
+/* Bytes from t->data to one past its last element; call after check_tensor accepted t. */
+static int64_t tensor_span_bytes(const tensor_view *t)
+{
+    int64_t last_elem = t->extent[3];
+    for (int axis = 0; axis < 3; ++axis)
+        if (t->extent[axis] > 1)
+            last_elem += t->stride[axis] * (t->extent[axis] - 1);
+    return last_elem * t->elem_bytes;
+}
+
+static int spans_overlap(const void *a, int64_t a_bytes, const void *b, int64_t b_bytes)
+{
+    return (uintptr_t)a < (uintptr_t)b + (uint64_t)b_bytes && (uintptr_t)b < (uintptr_t)a + (uint64_t)a_bytes;
+}
+
 static flashprefill_status check_tensor(const tensor_view *t)
 {
     if (t->data == NULL)
@@ -176,6 +191,20 @@ flashprefill_status fp_validate(const flashprefill_params *p)
             return s;
     if (p->lse != NULL && (uintptr_t)p->lse % sizeof(float) != 0)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse = %p is not 4-byte aligned", (void *)p->lse);
+    /* The kernels read q, k, v while they write out and lse: no byte may be shared (no in-place attention). */
+    const int64_t out_bytes_span = tensor_span_bytes(&tensors[3]);
+    const int64_t lse_bytes = (int64_t)p->batch * p->heads_q * p->seqlen_q * (int64_t)sizeof(float);
+    for (int i = 0; i < 3; ++i) {
+        const int64_t in_bytes_span = tensor_span_bytes(&tensors[i]);
+        if (spans_overlap(p->out, out_bytes_span, tensors[i].data, in_bytes_span))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "out overlaps %s: the output must not share memory with an input", tensors[i].name);
+        if (p->lse != NULL && spans_overlap(p->lse, lse_bytes, tensors[i].data, in_bytes_span))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "lse overlaps %s: the output must not share memory with an input", tensors[i].name);
+    }
+    if (p->lse != NULL && spans_overlap(p->lse, lse_bytes, p->out, out_bytes_span))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse overlaps out");
 
     if ((s = check_descale("q_descale", &p->q_descale, p)) || (s = check_descale("k_descale", &p->k_descale, p)) ||
         (s = check_descale("v_descale", &p->v_descale, p)))
