@@ -36,7 +36,7 @@ __device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *
     constexpr uint32_t kWarpTasks = 32;
     const uint32_t lane = threadIdx.x % 32;
     const uint32_t rotation = (lane / 2) % 4;  // this thread's store order, see the header
-#pragma unroll 1
+#pragma unroll 2
     for (uint32_t task = warp; task < kWarpTasks; task += warps) {
         const uint32_t dim_word = lane % 8 + 8 * (task % 4);  // dims 4 * dim_word .. + 3
         const uint32_t pos_word = lane / 8 + 4 * (task / 4);  // positions 4 * pos_word .. + 3

@@ -16,6 +16,8 @@ constexpr int kAccRegs = 64;
 
 __device__ __forceinline__ int acc_half(int e) { return (e >> 1) & 1; }
 __device__ __forceinline__ int acc_col(int e, uint32_t lane) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
+// One of four independent reduction chains within a half: by column parity and column-group parity.
+__device__ __forceinline__ int acc_chain(int e) { return (e & 1) | ((e >> 2) & 1) << 1; }
 
 __device__ __forceinline__ float quad_max(float x)
 {
@@ -53,29 +55,36 @@ struct OnlineSoftmax {
     // accumulated so far must be multiplied per half.
     __device__ __forceinline__ void update(float (&s)[kAccRegs], float scale_log2, float (&rescale)[2])
     {
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        // Four independent chains per half (by e % 2 and column-group parity) keep the reductions short.
+        float part_max[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                part_max[h][c] = -INFINITY;
 #pragma unroll
         for (int e = 0; e < kAccRegs; ++e)
-            tile_max[acc_half(e)] = fmaxf(tile_max[acc_half(e)], s[e]);
+            part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
         float shift[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float new_max = fmaxf(row_max[h], quad_max(tile_max[h]) * scale_log2);
+            const float tile_max = fmaxf(fmaxf(part_max[h][0], part_max[h][1]), fmaxf(part_max[h][2], part_max[h][3]));
+            const float new_max = fmaxf(row_max[h], quad_max(tile_max) * scale_log2);
             // A row with every key masked so far keeps max -inf; shifting by 0 then gives p = 0, not NaN.
             const float max_used = new_max == -INFINITY ? 0.0f : new_max;
             rescale[h] = ptx::ex2_approx_ftz(row_max[h] - max_used);
             row_max[h] = new_max;
             shift[h] = max_used - kPOffsetLog2;
         }
-        float tile_sum[2] = {0.0f, 0.0f};
+        float part_sum[2][4] = {};
 #pragma unroll
         for (int e = 0; e < kAccRegs; ++e) {
             s[e] = ptx::ex2_approx_ftz(fmaf(s[e], scale_log2, -shift[acc_half(e)]));
-            tile_sum[acc_half(e)] += s[e];
+            part_sum[acc_half(e)][acc_chain(e)] += s[e];
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
+            row_sum[h] = row_sum[h] * rescale[h] + ((part_sum[h][0] + part_sum[h][1]) + (part_sum[h][2] + part_sum[h][3]));
     }
 
     // After the last tile: the full row sums, and ln(sum_j exp(score)) per half.

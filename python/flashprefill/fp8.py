@@ -268,7 +268,11 @@ def attention_fp8_model(q_codes, k_codes, v_codes, q_descale, k_descale, v_desca
     Mask, GQA and softmax_scale as attention_reference. Per KV tile of kv_tile keys, in order: S = Q·K^T rounded
     to float32; running row max m = max(m, f32(max(S)·scale_log2)); P codes by expfree_codes at m;
     accumulator and row sum rescaled by 2^(m_old - m) exactly; O += decode(P)·V; row sum += sum(decode(P)).
-    Not modelled: float32 accumulation inside the matrix products, ex2.approx in the rescale.
+    Tiles go in increasing key order; a kernel that walks them from the diagonal down (as FA3 does) encodes
+    each tile at a different running max, so bit-exact comparisons must follow the kernel's order.
+    V's scales multiply decode(P)·V here; folding a power-of-two V scale into the P code (code + 8e) is the
+    same while codes stay normal. Not modelled: float32 accumulation inside the matrix products, ex2.approx
+    in the rescale.
     Returns out float64 (batch, seqlen_q, heads_q, dim_v) (zero for rows that see no key), and with
     return_lse the natural-log sum of exp float64 (batch, heads_q, seqlen_q) of the encoded probabilities.
     """

@@ -1,0 +1,40 @@
+"""One flashprefill launch on random inputs, for profilers and checkers (ncu, compute-sanitizer):
+
+    python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1]
+"""
+import argparse
+
+import torch
+
+import flashprefill as fp
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--heads-kv", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--no-causal", dest="causal", action="store_false")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
+             "v": (args.batch, args.seq, args.heads_kv, args.dim)}
+    x = {name: torch.randn(s, device="cuda") for name, s in shape.items()}
+    kwargs = {}
+    if args.dtype == "bf16":
+        q, k, v = (x[n].to(torch.bfloat16) for n in "qkv")
+    else:
+        q, k, v = (x[n].to(torch.float8_e4m3fn) for n in "qkv")
+        one = torch.ones((), device="cuda")
+        kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
+    for _ in range(args.repeat):
+        out = fp.attention(q, k, v, causal=args.causal, **kwargs)
+    torch.cuda.synchronize()
+    print(f"{args.dtype} {tuple(q.shape)} kv {tuple(k.shape)}: out finite: {bool(torch.isfinite(out).all())}")
+
+
+if __name__ == "__main__":
+    main()
