@@ -1,0 +1,72 @@
+"""The built kernels' machine code (CPU only): the instructions the design relies on are there, nothing went to
+local memory, and ptxas reported neither spills nor serialized wgmma.
+
+Reads build/fwd_launch.cu.o with cuobjdump (PyPI nvidia-cuda-cuobjdump, or one on PATH) and the ptxas report
+the Makefile keeps in build/fwd_launch.ptxas.txt.
+"""
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OBJECT = ROOT / "build" / "fwd_launch.cu.o"
+PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
+KERNELS = {"bf16": "flashprefill_dtype1", "fp8": "flashprefill_dtype2"}  # FwdConfig<dtype, 128> in the name
+
+
+def _cuobjdump():
+    try:
+        import nvidia
+        for base in nvidia.__path__:
+            candidate = pathlib.Path(base) / "cu13" / "bin" / "cuobjdump"
+            if candidate.exists():
+                return str(candidate)
+    except ImportError:
+        pass
+    return shutil.which("cuobjdump")
+
+
+@pytest.fixture(scope="module")
+def sass():
+    if not OBJECT.exists():
+        pytest.fail(f"{OBJECT} is missing: run `make` first")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    text = subprocess.run([tool, "--dump-sass", str(OBJECT)], capture_output=True, text=True, check=True).stdout
+    functions = {}
+    for chunk in text.split("Function : ")[1:]:
+        name, _, body = chunk.partition("\n")
+        functions[name.strip()] = body
+    return functions
+
+
+def _kernel(sass, dtype):
+    matches = [body for name, body in sass.items() if "fwd_kernel" in name and KERNELS[dtype] in name]
+    assert len(matches) == 1, f"expected one {dtype} fwd_kernel, found {len(matches)} in {list(sass)}"
+    return matches[0]
+
+
+@pytest.mark.parametrize("dtype, mma", [("bf16", "HGMMA.64x128x16.F32.BF16"), ("fp8", "QGMMA.64x128x32.F32.E4M3.E4M3")])
+def test_tensor_core_instructions(sass, dtype, mma):
+    body = _kernel(sass, dtype)
+    assert mma in body, f"{dtype} kernel lacks {mma}"
+    assert "HMMA" not in body.replace("HGMMA", ""), f"{dtype} kernel fell back to HMMA"
+    assert "UTMALDG" in body, f"{dtype} kernel loads no tile through TMA"
+
+
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_no_local_memory(sass, dtype):
+    body = _kernel(sass, dtype)
+    local = re.findall(r"\b(LDL|STL)\b", body)
+    assert not local, f"{dtype} kernel uses local memory ({len(local)} LDL/STL)"
+
+
+def test_ptxas_report_clean():
+    report = PTXAS_REPORT.read_text()
+    assert "Compiling entry function" in report, "the ptxas report is empty: was -Xptxas -v dropped?"
+    assert not re.search(r"[1-9]\d* bytes (spill|stack frame)", report), report
+    assert "serializ" not in report, report
