@@ -1,7 +1,8 @@
 """The built kernels' machine code (CPU only): the instructions the design relies on are there, nothing went to
 local memory, and ptxas reported neither spills nor serialized wgmma.
 
-Reads build/fwd_launch.cu.o with cuobjdump (PyPI nvidia-cuda-cuobjdump, or one on PATH) and the ptxas report
+Reads build/fwd_launch.cu.o with cuobjdump (PyPI nvidia-cuda-cuobjdump with nvidia-cuda-nvdisasm beside it,
+or one on PATH) and the ptxas report
 the Makefile keeps in build/fwd_launch.ptxas.txt.
 """
 import pathlib
