@@ -2,8 +2,7 @@
 local memory, and ptxas reported neither spills nor serialized wgmma.
 
 Reads build/fwd_launch.cu.o with cuobjdump (PyPI nvidia-cuda-cuobjdump with nvidia-cuda-nvdisasm beside it,
-or one on PATH) and the ptxas report
-the Makefile keeps in build/fwd_launch.ptxas.txt.
+or one on PATH) and the ptxas report the Makefile keeps in build/fwd_launch.ptxas.txt.
 """
 import pathlib
 import re
