@@ -65,6 +65,9 @@ struct FwdConfig {
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumerWarpgroups <= 65536, "register file");
 };
 
+constexpr int kOnesBytes = 8 * 128;
+constexpr uint32_t kE4m3OneX4 = 0x38383838u;  // four e4m3 codes of 1.0
+
 // Shared memory of one CTA; every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows).
 template <class Config>
 struct alignas(1024) FwdSharedStorage {
@@ -73,6 +76,8 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t v[Config::kStages][Config::kTileVBytes];
     // fp8: V transposed to (dim, keys) for the K-major B operand of P.V (see fp8_transpose.cuh).
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVBytes];
+    // fp8: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
+    alignas(1024) uint8_t ones[Config::kIsFp8 ? kOnesBytes : 0];
     uint64_t q_full;
     uint64_t k_full[Config::kStages];
     uint64_t v_full[Config::kStages];

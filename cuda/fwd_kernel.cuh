@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "expfree.cuh"
 #include "fp8_transpose.cuh"
 #include "fwd_config.cuh"
 #include "ptx.cuh"
@@ -163,9 +164,16 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     for (int e = 0; e < kAccRegs; ++e)
         o[e] = s[e] = 0.0f;
     uint32_t p[kPRegs];
-    OnlineSoftmax<Input::kPOffsetLog2> softmax;
+    OnlineMax online_max;
+    // Row sums of the probabilities P.V uses. bf16: this thread's part (of its 32 columns), quad-reduced at the
+    // end. fp8: the sums of the quantized P, computed by the tensor cores as P times a column of ones
+    // (m64n8 layout: elements 0, 1 row half 0, elements 2, 3 half 1, all columns equal).
+    float row_sum[2] = {0.0f, 0.0f};
+    float l_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float scale8 = 8.0f * scale_log2;
 
-    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major).
+    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and adds
+    // P times ones into l_acc.
     auto issue_pv = [&](int stage) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
@@ -173,6 +181,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             if constexpr (Config::kIsFp8) {
                 const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.vt[stage]) + step * kStepBytes, 16);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v);
+                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_acc, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16));
             } else {
                 const uint64_t desc_v = wgmma_desc_sw128(
                     ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * kChunkBytes, Config::kBlockN * kChunkBytes);
@@ -187,31 +196,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         if (lane == 0)
             ptx::mbarrier_arrive(empty);
     };
-    // Packs P (fp32 in the S registers) into the A fragments of the P.V wgmma (the A layout of
-    // PTX ISA 9.7.15.5.1; for fp8 the key order matches the V^T of fp8_transpose.cuh).
-    auto pack_p = [&]() {
-#pragma unroll
-        for (int step = 0; step < kPvSteps; ++step) {
-            if constexpr (Config::kIsFp8) {
-                const float *t = &s[16 * step];
-                auto pack4 = [](float a, float b, float c, float d) {
-                    return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(a, b)) |
-                           (static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(c, d)) << 16);
-                };
-                p[4 * step + 0] = pack4(t[0], t[1], t[4], t[5]);
-                p[4 * step + 1] = pack4(t[2], t[3], t[6], t[7]);
-                p[4 * step + 2] = pack4(t[8], t[9], t[12], t[13]);
-                p[4 * step + 3] = pack4(t[10], t[11], t[14], t[15]);
-            } else {
-                const float *t = &s[8 * step];
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(t[2 * r], t[2 * r + 1]);
-            }
-        }
-    };
 
-    // S(n) = Q K(n)^T into s, where n is the KV tile of iteration `it`.
+    // S(n) = Q K(n)^T into s.
     auto issue_qk = [&](int stage) {
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
@@ -224,12 +210,45 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
         ptx::wgmma_commit_group();
     };
-    // Mask (where needed) and turn S(n) into P(n); returns the factor for O per half.
-    auto softmax_step = [&](int it, float (&rescale)[2]) {
+    // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
+    // fragments), bf16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
+    // touch o, l_acc or p: P(n-1) V(n-1) may be running.
+    auto softmax_step = [&](int it, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
-        softmax.update(s, scale_log2, rescale);
+        float max_used[2];
+        online_max.update(s, scale_log2, rescale, max_used);
+        if constexpr (Config::kIsFp8) {
+            float row_constant[2];
+            ExpFree<Input::kPOffsetLog2>::row_constants(max_used, row_constant);
+            ExpFree<Input::kPOffsetLog2>::pack_p(s, scale8, row_constant, codes);
+        } else {
+            float tile_sum[2];
+            exp2_in_place(s, scale_log2, max_used, Input::kPOffsetLog2, tile_sum);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
+        }
+    };
+    // bf16: P (fp32 in s) into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1).
+    auto pack_p_bf16 = [&]() {
+#pragma unroll
+        for (int step = 0; step < kPvSteps; ++step)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(s[8 * step + 2 * r], s[8 * step + 2 * r + 1]);
+    };
+    // O (and fp8's l_acc) times the factor; skipped by the warp when no row max moved (the common case).
+    auto rescale_o = [&](const float (&rescale)[2]) {
+        if (!__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
+            return;
+#pragma unroll
+        for (int e = 0; e < kAccRegs; ++e)
+            o[e] *= rescale[acc_half(e)];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            l_acc[e] *= rescale[e / 2];
     };
 
     if (consumer_index == 1)
@@ -243,10 +262,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         issue_qk(0);
         ptx::bar_arrive(your_turn, kTurnThreads);
         ptx::wgmma_wait_group<0>();
+        ptx::fence_registers(s);
         release(&ss.k_empty[0]);
         float rescale[2];  // O is still zero
-        softmax_step(0, rescale);
-        pack_p();
+        softmax_step(0, rescale, p);
+        if constexpr (!Config::kIsFp8)
+            pack_p_bf16();
     }
     for (int it = 1; it < range.end; ++it) {
         const int stage = it % Config::kStages, prev_stage = (it - 1) % Config::kStages;
@@ -262,15 +283,24 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::bar_arrive(your_turn, kTurnThreads);
 
         ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
+        ptx::fence_registers(s);
         release(&ss.k_empty[stage]);
         float rescale[2];
-        softmax_step(it, rescale);
+        uint32_t p_next[kPRegs];  // p is an operand of the running P(n-1) V(n-1): fp8 codes wait here
+        softmax_step(it, rescale, p_next);
         ptx::wgmma_wait_group<0>();
+        ptx::fence_registers(p);
+        ptx::fence_registers(o);
+        ptx::fence_registers(l_acc);
         release(&ss.v_empty[prev_stage]);
+        rescale_o(rescale);
+        if constexpr (Config::kIsFp8) {
 #pragma unroll
-        for (int e = 0; e < kAccRegs; ++e)
-            o[e] *= rescale[acc_half(e)];
-        pack_p();
+            for (int r = 0; r < kPRegs; ++r)
+                p[r] = p_next[r];
+        } else {
+            pack_p_bf16();
+        }
     }
     {  // the last P.V
         const int last = range.end - 1;
@@ -280,21 +310,22 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         issue_pv(stage);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
+        ptx::fence_registers(o);
+        ptx::fence_registers(l_acc);
         release(&ss.v_empty[stage]);
     }
     if (consumer_index == 0)
         ptx::bar_sync(my_turn, kTurnThreads);  // takes consumer 1's last hand-over, so none is left pending
 
     // Epilogue: O / rowsum (times the fp8 V descale), bf16, straight from registers.
-    float row_sum[2], lse[2];
-    softmax.finish(row_sum, lse);
     const float v_descale = read_descale(args.v_descale, batch, head_kv);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
+        const float sum = Config::kIsFp8 ? l_acc[2 * h] : quad_sum(row_sum[h]);
         if (query >= args.seqlen_q)
             continue;
-        const float inv = v_descale / row_sum[h];
+        const float inv = v_descale / sum;
         __nv_bfloat16 *row = args.out + batch * args.out_stride_batch + query * args.out_stride_seq +
                              head * args.out_stride_head;
 #pragma unroll
@@ -302,8 +333,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const uint32_t packed = ptx::cvt_rn_bf16x2_f32(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
             *reinterpret_cast<uint32_t *>(row + acc_col(4 * j, lane)) = packed;
         }
-        if (args.lse != nullptr && lane % 4 == 0)
-            args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] = lse[h];
+        if (args.lse != nullptr && lane % 4 == 0) {
+            const float max_used = online_max.row_max[h] == -INFINITY ? 0.0f : online_max.row_max[h];
+            args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] =
+                log_sum_exp(max_used, Input::kPOffsetLog2, sum);
+        }
     }
 }
 
@@ -329,6 +363,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
             ptx::mbarrier_init(&ss.v_empty[i], 4 * Config::kConsumerWarpgroups);
         }
         ptx::fence_mbarrier_init();
+    }
+    if constexpr (Config::kIsFp8) {
+        if (threadIdx.x < kOnesBytes / 4) {
+            reinterpret_cast<uint32_t *>(ss.ones)[threadIdx.x] = kE4m3OneX4;
+            ptx::fence_proxy_async_shared();  // the tensor cores read it
+        }
     }
     __syncthreads();
 

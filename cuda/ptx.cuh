@@ -134,6 +134,24 @@ __device__ __forceinline__ void wgmma_wait_group()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// Not an instruction: an empty asm that claims to read and rewrite each register. wgmma reads its A
+// registers and writes its accumulators asynchronously, which the compiler cannot see; fencing them right
+// after wgmma.wait_group keeps the compiler from reusing or touching them before that point.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_registers(uint32_t (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // The 64 fp32 accumulators of an m64n128 tile as asm operands %0..%63.
 #define FP_WGMMA_D64                                                                                          \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
@@ -193,6 +211,15 @@ __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], con
     asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
                  ", {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
                  : FP_WGMMA_D64_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+// wgmma.mma_async m64n8k32 f32 += e4m3 * e4m3, A from registers, B K-major in shared memory: with B all
+// ones, the row sums of A (the probabilities as quantized) for the fp8 kernel.
+__device__ __forceinline__ void wgmma_m64n8k32_f32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 

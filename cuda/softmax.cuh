@@ -44,18 +44,17 @@ __device__ __forceinline__ void apply_mask(float (&s)[kAccRegs], uint32_t lane, 
     }
 }
 
-// Running max and sum of the two rows a thread owns, in the log2 domain: t = score * scale_log2.
-// Probabilities are p = 2^(t - shift) with shift = max - kPOffsetLog2, so the row max maps to 2^kPOffsetLog2.
-template <int kPOffsetLog2>
-struct OnlineSoftmax {
+// Running max of the two rows a thread owns, in the log2 domain: t = score * scale_log2.
+struct OnlineMax {
     float row_max[2] = {-INFINITY, -INFINITY};  // max of t over the keys seen so far
-    float row_sum[2] = {0.0f, 0.0f};            // this thread's part of sum(p); quad-reduced at the end
 
-    // Turns the raw scores s into p (in place) for a new KV tile; returns the factor by which the output
-    // accumulated so far must be multiplied per half.
-    __device__ __forceinline__ void update(float (&s)[kAccRegs], float scale_log2, float (&rescale)[2])
+    // Takes a new tile of raw scores s; gives the factor by which everything accumulated so far must be
+    // multiplied (per half) and the max to measure this tile's t from (0 where a row has seen only masked keys,
+    // so that its p come out 0, not NaN).
+    __device__ __forceinline__ void update(const float (&s)[kAccRegs], float scale_log2, float (&rescale)[2],
+                                           float (&max_used)[2])
     {
-        // Four independent chains per half (by e % 2 and column-group parity) keep the reductions short.
+        // Four independent chains per half (by e % 2 and column-group parity) keep the reduction short.
         float part_max[2][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -65,38 +64,38 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int e = 0; e < kAccRegs; ++e)
             part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
-        float shift[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const float tile_max = fmaxf(fmaxf(part_max[h][0], part_max[h][1]), fmaxf(part_max[h][2], part_max[h][3]));
             const float new_max = fmaxf(row_max[h], quad_max(tile_max) * scale_log2);
-            // A row with every key masked so far keeps max -inf; shifting by 0 then gives p = 0, not NaN.
-            const float max_used = new_max == -INFINITY ? 0.0f : new_max;
-            rescale[h] = ptx::ex2_approx_ftz(row_max[h] - max_used);
+            max_used[h] = new_max == -INFINITY ? 0.0f : new_max;
+            rescale[h] = ptx::ex2_approx_ftz(row_max[h] - max_used[h]);
             row_max[h] = new_max;
-            shift[h] = max_used - kPOffsetLog2;
-        }
-        float part_sum[2][4] = {};
-#pragma unroll
-        for (int e = 0; e < kAccRegs; ++e) {
-            s[e] = ptx::ex2_approx_ftz(fmaf(s[e], scale_log2, -shift[acc_half(e)]));
-            part_sum[acc_half(e)][acc_chain(e)] += s[e];
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            row_sum[h] = row_sum[h] * rescale[h] + ((part_sum[h][0] + part_sum[h][1]) + (part_sum[h][2] + part_sum[h][3]));
-    }
-
-    // After the last tile: the full row sums, and ln(sum_j exp(score)) per half.
-    __device__ __forceinline__ void finish(float (&sum)[2], float (&lse)[2]) const
-    {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            sum[h] = quad_sum(row_sum[h]);
-            const float shift = (row_max[h] == -INFINITY ? 0.0f : row_max[h]) - kPOffsetLog2;
-            lse[h] = (shift + log2f(sum[h])) * 0.69314718055994531f;
         }
     }
 };
+
+// p = 2^(s * scale_log2 - max_used + offset_log2) in place (the MUFU path); returns this thread's part of
+// each row's sum of p.
+__device__ __forceinline__ void exp2_in_place(float (&s)[kAccRegs], float scale_log2, const float (&max_used)[2],
+                                              int offset_log2, float (&tile_sum)[2])
+{
+    const float shift[2] = {max_used[0] - offset_log2, max_used[1] - offset_log2};
+    float part_sum[2][4] = {};
+#pragma unroll
+    for (int e = 0; e < kAccRegs; ++e) {
+        s[e] = ptx::ex2_approx_ftz(fmaf(s[e], scale_log2, -shift[acc_half(e)]));
+        part_sum[acc_half(e)][acc_chain(e)] += s[e];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+        tile_sum[h] = (part_sum[h][0] + part_sum[h][1]) + (part_sum[h][2] + part_sum[h][3]);
+}
+
+// ln(sum_j exp(score_j)) of a row from its final max_used (log2 units) and its sum of p.
+__device__ __forceinline__ float log_sum_exp(float max_used, int offset_log2, float row_sum)
+{
+    return (max_used - offset_log2 + log2f(row_sum)) * 0.69314718055994531f;
+}
 
 }  // namespace fp
