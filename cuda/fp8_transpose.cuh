@@ -33,6 +33,7 @@ __device__ __forceinline__ uint32_t vt_word_first_key(uint32_t w)
 // Called by every lane of `warps` warps; this one is warp `warp` (0 .. warps - 1).
 __device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *vt, uint32_t warp, uint32_t warps)
 {
+    const uint32_t v_addr = ptx::smem_addr(v), vt_addr = ptx::smem_addr(vt);
     constexpr uint32_t kWarpTasks = 32;
     const uint32_t lane = threadIdx.x % 32;
     const uint32_t rotation = (lane / 2) % 4;  // this thread's store order, see the header
@@ -46,7 +47,7 @@ __device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             // x[i] = V[keys[i]][4 * dim_word .. + 3], bytes rotated right by `rotation`
-            const uint32_t word = *reinterpret_cast<const uint32_t *>(v + sw128_offset(keys[i], 4 * dim_word));
+            const uint32_t word = ptx::ld_shared_b32(v_addr + sw128_offset(keys[i], 4 * dim_word));
             x[i] = __funnelshift_r(word, word, 8 * rotation);
         }
         // 4 x 4 byte transpose: y[e] = byte e of x[0..3]
@@ -58,7 +59,7 @@ __device__ __forceinline__ void transpose_v_tile_fp8(const uint8_t *v, uint8_t *
         for (uint32_t e = 0; e < 4; ++e) {
             // y[e] holds dim 4 * dim_word + (e + rotation) % 4 at positions 4 * pos_word .. + 3
             const uint32_t dim = 4 * dim_word + (e + rotation) % 4;
-            *reinterpret_cast<uint32_t *>(vt + sw128_offset(dim, 4 * pos_word)) = y[e];
+            ptx::st_shared_b32(vt_addr + sw128_offset(dim, 4 * pos_word), y[e]);
         }
     }
 }

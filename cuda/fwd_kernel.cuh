@@ -345,9 +345,11 @@ template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_constant__ FwdArgs args)
 {
     extern __shared__ uint8_t smem_raw[];
-    // The runtime aligns dynamic shared memory to 16 bytes only; the launcher adds 1024 bytes of slack.
-    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023);
-    auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(aligned);
+    // The runtime aligns dynamic shared memory to 16 bytes only; the launcher adds 1024 bytes of slack. The
+    // offset is taken on the shared-window address and applied to the array, so the compiler still knows
+    // every access through ss is to shared memory (through an integer it would emit generic LD/ST).
+    const uint32_t align_offset = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
+    auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(smem_raw + align_offset);
 
     const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
     const int head = blockIdx.y, batch = blockIdx.z;
@@ -366,7 +368,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     }
     if constexpr (Config::kIsFp8) {
         if (threadIdx.x < kOnesBytes / 4) {
-            reinterpret_cast<uint32_t *>(ss.ones)[threadIdx.x] = kE4m3OneX4;
+            ptx::st_shared_b32(ptx::smem_addr(ss.ones) + 4 * threadIdx.x, kE4m3OneX4);
             ptx::fence_proxy_async_shared();  // the tensor cores read it
         }
     }

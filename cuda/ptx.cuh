@@ -14,6 +14,18 @@ __device__ __forceinline__ uint32_t smem_addr(const void *ptr)
     return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
+// ld.shared.b32 / st.shared.b32 (9.7.9.8, 9.7.9.10) at a shared-window address: never the generic path.
+__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 // ---- mbarrier (9.7.13.15) --------------------------------------------------------------------------------
 
 // mbarrier.init.shared::cta.b64: a barrier that completes a phase after `arrivals` arrivals (and the

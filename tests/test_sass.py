@@ -59,6 +59,15 @@ def test_tensor_core_instructions(sass, dtype, mma):
 
 
 @pytest.mark.parametrize("dtype", list(KERNELS))
+def test_shared_memory_through_shared_instructions(sass, dtype):
+    """Shared memory read as LDS/STS: a pointer that lost its address space compiles to generic LD/ST (this
+    once made the fp8 V transpose several times slower)."""
+    body = _kernel(sass, dtype)
+    generic = re.findall(r"\b(LD|ST)\.E\b", body)
+    assert not generic, f"{dtype} kernel has {len(generic)} generic LD/ST"
+
+
+@pytest.mark.parametrize("dtype", list(KERNELS))
 def test_no_local_memory(sass, dtype):
     body = _kernel(sass, dtype)
     local = re.findall(r"\b(LDL|STL)\b", body)
