@@ -165,15 +165,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         o[e] = s[e] = 0.0f;
     uint32_t p[kPRegs];
     OnlineMax online_max;
-    // Row sums of the probabilities P.V uses. bf16: this thread's part (of its 32 columns), quad-reduced at the
-    // end. fp8: the sums of the quantized P, computed by the tensor cores as P times a column of ones
-    // (m64n8 layout: elements 0, 1 row half 0, elements 2, 3 half 1, all columns equal).
+    // Row sums of the probabilities P.V uses, per half. bf16: this thread's part (of its 32 columns),
+    // quad-reduced at the end. fp8: the whole row's sum of the quantized P, which the tensor cores compute per
+    // tile as P times a column of ones (l_tile, m64n8 layout: elements 0, 1 half 0, 2, 3 half 1). Each tile's
+    // sum starts afresh and is added here in fp32: the fp8 wgmma accumulator keeps too few bits to carry a
+    // sum over thousands of keys (it lost 7% at 128k tokens).
     float row_sum[2] = {0.0f, 0.0f};
-    float l_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float l_tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float scale8 = 8.0f * scale_log2;
 
-    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and adds
-    // P times ones into l_acc.
+    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and puts
+    // P times ones into l_tile.
     auto issue_pv = [&](int stage) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
@@ -181,7 +183,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             if constexpr (Config::kIsFp8) {
                 const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.vt[stage]) + step * kStepBytes, 16);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v);
-                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_acc, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16));
+                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16), step > 0);
             } else {
                 const uint64_t desc_v = wgmma_desc_sw128(
                     ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * kChunkBytes, Config::kBlockN * kChunkBytes);
@@ -212,7 +214,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
     // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
     // fragments), bf16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
-    // touch o, l_acc or p: P(n-1) V(n-1) may be running.
+    // touch o, l_tile or p: P(n-1) V(n-1) may be running.
     auto softmax_step = [&](int it, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
@@ -239,16 +241,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             for (int r = 0; r < 4; ++r)
                 p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(s[8 * step + 2 * r], s[8 * step + 2 * r + 1]);
     };
-    // O (and fp8's l_acc) times the factor; skipped by the warp when no row max moved (the common case).
+    // After P(n-1) V(n-1): fp8 adds that tile's row sums; then O and the fp8 sums are moved to the new max.
+    // The multiply of O is skipped by the warp when no row max moved (the common case).
     auto rescale_o = [&](const float (&rescale)[2]) {
+        if constexpr (Config::kIsFp8) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                row_sum[h] = (row_sum[h] + l_tile[2 * h]) * rescale[h];
+        }
         if (!__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
             return;
 #pragma unroll
         for (int e = 0; e < kAccRegs; ++e)
             o[e] *= rescale[acc_half(e)];
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            l_acc[e] *= rescale[e / 2];
     };
 
     if (consumer_index == 1)
@@ -291,7 +296,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(p);
         ptx::fence_registers(o);
-        ptx::fence_registers(l_acc);
+        ptx::fence_registers(l_tile);
         release(&ss.v_empty[prev_stage]);
         rescale_o(rescale);
         if constexpr (Config::kIsFp8) {
@@ -311,8 +316,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
-        ptx::fence_registers(l_acc);
+        ptx::fence_registers(l_tile);
         release(&ss.v_empty[stage]);
+        if constexpr (Config::kIsFp8) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                row_sum[h] += l_tile[2 * h];
+        }
     }
     if (consumer_index == 0)
         ptx::bar_sync(my_turn, kTurnThreads);  // takes consumer 1's last hand-over, so none is left pending
@@ -322,7 +332,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
-        const float sum = Config::kIsFp8 ? l_acc[2 * h] : quad_sum(row_sum[h]);
+        const float sum = Config::kIsFp8 ? row_sum[h] : quad_sum(row_sum[h]);
         if (query >= args.seqlen_q)
             continue;
         const float inv = v_descale / sum;

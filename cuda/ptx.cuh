@@ -227,12 +227,14 @@ __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], con
 }
 
 // wgmma.mma_async m64n8k32 f32 += e4m3 * e4m3, A from registers, B K-major in shared memory: with B all
-// ones, the row sums of A (the probabilities as quantized) for the fp8 kernel.
-__device__ __forceinline__ void wgmma_m64n8k32_f32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b)
+// ones, the row sums of A (the probabilities as quantized) for the fp8 kernel. scale_d = 0 overwrites d.
+__device__ __forceinline__ void wgmma_m64n8k32_f32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b,
+                                                           uint32_t scale_d)
 {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
 #undef FP_WGMMA_D64

@@ -158,13 +158,15 @@ def _sampled_reference(q, k, v, rows, round_p=False):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_long_sequence_128k(dtype):
-    """131072 tokens, one head, causal: 64 sampled rows (the first, the last, random) against float64, with
-    the bound of the short tests (SDPA bf16 on the same rows; the P-and-output rounding floor for fp8)."""
+    """131072 tokens, one head, causal: 64 sampled rows of the second half (the last among them), each
+    averaging over 64k+ keys, against float64, with the bound of the short tests (SDPA bf16 on the same rows;
+    the P-and-output rounding floor for fp8). Early rows are left out: their large outputs would dominate the
+    relative L2 and hide errors that grow with the number of keys."""
     seed, seq = _seed(), 131072
     q, k, v = _inputs((1, seq, seq, 1, 1), 128, seed)
     g = torch.Generator(device="cuda").manual_seed(seed)
-    rows = torch.cat([torch.tensor([0, seq - 1], device="cuda"), torch.randint(0, seq, (62,), generator=g,
-                                                                               device="cuda")])
+    rows = torch.cat([torch.tensor([seq - 1], device="cuda"), torch.randint(seq // 2, seq, (63,), generator=g,
+                                                                            device="cuda")])
     out = _poisoned(1, seq, 1, 128)
     if dtype == "bf16":
         q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
