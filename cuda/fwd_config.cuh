@@ -40,9 +40,9 @@ struct FwdConfig {
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
     static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
-    // Stages of K and V in flight. bf16: two (2 x 64 KiB + Q fill the shared memory); a tile is loaded one
-    // iteration ahead. fp8: three, because each V tile also waits for its transpose before P.V can use it.
-    static constexpr int kStages = kIsFp8 ? 3 : 2;
+    // Stages of K and V in flight: three, so a tile is loaded two iterations ahead of its use (bf16: Q and
+    // 3 x 64 KiB fill the 227 KiB of shared memory; fp8 also waits for each V tile's transpose).
+    static constexpr int kStages = 3;
     // setmaxnreg: the producer needs few registers (TMA issue, fp8 V transpose); the consumers hold S, O, P.
     // 128 * 40 + 256 * 232 = 64512 <= 65536.
     static constexpr int kProducerRegs = 40;
@@ -85,6 +85,12 @@ struct alignas(1024) FwdSharedStorage {
     uint64_t k_empty[Config::kStages];
     uint64_t v_empty[Config::kStages];
 };
+
+// The most dynamic shared memory one block may have on sm_90 (227 KiB); the launcher adds 1024 bytes of
+// alignment slack.
+constexpr int kMaxSharedBytes = 232448;
+template <class Config>
+constexpr bool fits_shared_memory = sizeof(FwdSharedStorage<Config>) + 1024 <= kMaxSharedBytes;
 
 // Named barriers (bar.sync ids; 0 is __syncthreads). The two consumer warpgroups take turns issuing wgmma.
 enum class NamedBarrier : uint32_t {

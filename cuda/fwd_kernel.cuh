@@ -1,7 +1,7 @@
 // The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
 //
-//   warpgroup 0 (producer): one thread issues every TMA load (Q once; K and V per 128-key tile, kStages
-//                           deep); for fp8 its warps 1-3 transpose each V tile (fp8_transpose.cuh).
+//   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
+//                           kStages deep; for fp8 its warps 1-3 transpose each V tile (fp8_transpose.cuh).
 //   warpgroups 1, 2 (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
 //       [my turn]  S(n) = Q K(n)^T           wgmma, A and B from shared memory
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers
@@ -77,44 +77,40 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     constexpr int kChunkRowsBytes = 128;  // one 128-byte swizzle row per tile row and chunk
     const int head_kv = head / args.heads_per_kv;
     const uint32_t thread = threadIdx.x % 128;
-    const bool issuer = thread == 0;
-
-    auto issue_kv = [&](int it) {
-        const int stage = it % Config::kStages;
-        const uint32_t phase = (it / Config::kStages) & 1;
-        const int key0 = (range.end - 1 - it) * Config::kBlockN;
-        ptx::mbarrier_wait_parity(&ss.k_empty[stage], phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&ss.k_full[stage], Config::kTileKBytes);
-        for (int c = 0; c < Config::kDimChunks; ++c)
-            ptx::tma_load_4d(ss.k[stage] + c * Config::kBlockN * kChunkRowsBytes, &args.tm_k, &ss.k_full[stage],
-                             c * Config::kAtomCols, key0, head_kv, batch);
-        ptx::mbarrier_wait_parity(&ss.v_empty[stage], phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&ss.v_full[stage], Config::kTileVBytes);
-        for (int c = 0; c < Config::kDimChunks; ++c)
-            ptx::tma_load_4d(ss.v[stage] + c * Config::kBlockN * kChunkRowsBytes, &args.tm_v, &ss.v_full[stage],
-                             c * Config::kAtomCols, key0, head_kv, batch);
+    // Two issuing lanes of warp 0, so that neither kind of tile waits behind the other's free slot: lane 0
+    // loads Q and every K tile (a K slot frees after S), lane 1 every V tile (a V slot frees after P.V).
+    auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles,
+                           const CUtensorMap *map, uint32_t tile_bytes) {
+        for (int it = 0; it < range.end; ++it) {
+            const int stage = it % Config::kStages;
+            const int key0 = (range.end - 1 - it) * Config::kBlockN;
+            ptx::mbarrier_wait_parity(&empty[stage], ((it / Config::kStages) & 1) ^ 1);
+            ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
+            for (int c = 0; c < Config::kDimChunks; ++c)
+                ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kChunkRowsBytes, map, &full[stage],
+                                 c * Config::kAtomCols, key0, head_kv, batch);
+        }
     };
-
-    if (issuer) {
+    if (thread == 0) {
         ptx::prefetch_tensormap(&args.tm_q);
         ptx::prefetch_tensormap(&args.tm_k);
-        ptx::prefetch_tensormap(&args.tm_v);
         ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
         for (int c = 0; c < Config::kDimChunks; ++c)
             ptx::tma_load_4d(ss.q + c * Config::kBlockM * kChunkRowsBytes, &args.tm_q, &ss.q_full,
                              c * Config::kAtomCols, m_block * Config::kBlockM, head, batch);
+        issue_tiles(ss.k_empty, ss.k_full, ss.k, &args.tm_k, Config::kTileKBytes);
+    } else if (thread == 1) {
+        ptx::prefetch_tensormap(&args.tm_v);
+        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes);
     }
-    if (issuer)
-        for (int it = 0; it < range.end; ++it)
-            issue_kv(it);
     if constexpr (Config::kIsFp8) {
         // Warps 1-3 transpose each V tile as it lands; warp 0 only issues loads, so they run ahead.
+        // (v_empty[stage] was awaited before V(it) was loaded, so vt[stage] is free too.)
         const uint32_t warp = thread / 32;
         if (warp == 0)
             return;
         for (int it = 0; it < range.end; ++it) {
             const int stage = it % Config::kStages;
-            // v_empty[stage] was awaited before V(it) was loaded, so vt[stage] is free too.
             ptx::mbarrier_wait_parity(&ss.v_full[stage], (it / Config::kStages) & 1);
             transpose_v_tile_fp8(ss.v[stage], ss.vt[stage], warp - 1, Config::kTransposeWarps);
             ptx::fence_proxy_async_shared();

@@ -23,6 +23,7 @@ template <flashprefill_dtype kDtype, int kHeadDim>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
     using Config = FwdConfig<kDtype, kHeadDim>;
+    static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
     const CUtensorMapDataType type =
         Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     constexpr int kBytes = Config::Input::kBytes;
