@@ -39,16 +39,17 @@ struct FwdConfig {
     static constexpr int kBlockN = 128;
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
-    static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+    // Producer warpgroups: one issues the TMA loads (two lanes of its warp 0); fp8 adds one that transposes
+    // each V tile (fp8_transpose.cuh), all four of its warps, so the transpose keeps pace with P.V.
+    static constexpr int kProducerWarpgroups = kIsFp8 ? 2 : 1;
+    static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
     // Stages of K and V in flight: three, so a tile is loaded two iterations ahead of its use (bf16: Q and
     // 3 x 64 KiB fill the 227 KiB of shared memory; fp8 also waits for each V tile's transpose).
     static constexpr int kStages = 3;
-    // setmaxnreg: the producer needs few registers (TMA issue, fp8 V transpose); the consumers hold S, O, P.
-    // 128 * 40 + 256 * 232 = 64512 <= 65536.
+    // setmaxnreg: producers need few registers; the consumers hold S (64), O (64), P and addresses.
+    // bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole register file).
     static constexpr int kProducerRegs = 40;
-    // fp8: producer warps 1-3 transpose V while warp 0 issues the loads ahead of them.
-    static constexpr int kTransposeWarps = 3;
-    static constexpr int kConsumerRegs = 232;
+    static constexpr int kConsumerRegs = kIsFp8 ? 216 : 232;
 
     // 128-byte swizzle everywhere: a tile row of 128 bytes is one swizzle atom row.
     static constexpr int kSwizzleBytes = 128;
@@ -62,7 +63,8 @@ struct FwdConfig {
     static_assert(kHeadDim % kAtomCols == 0, "head dim must fill whole 128-byte swizzle rows");
     static_assert(kHeadDim % Input::kMmaK == 0 && kBlockN % Input::kMmaK == 0, "K steps must tile");
     static_assert(kBlockN == 128 && kHeadDimV == 128, "the m64n128 wgmma helpers fix N at 128");
-    static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumerWarpgroups <= 65536, "register file");
+    static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <= 65536,
+                  "register file");
 };
 
 constexpr int kOnesBytes = 8 * 128;

@@ -1,8 +1,9 @@
 // The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
 //
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
-//                           kStages deep; for fp8 its warps 1-3 transpose each V tile (fp8_transpose.cuh).
-//   warpgroups 1, 2 (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
+//                           kStages deep.
+//   fp8 only, warpgroup 1 (transposer): turns each V tile into V^T for P.V (fp8_transpose.cuh).
+//   the last two warpgroups (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
 //       [my turn]  S(n) = Q K(n)^T           wgmma, A and B from shared memory
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers
 //       [your turn]
@@ -103,19 +104,20 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         ptx::prefetch_tensormap(&args.tm_v);
         issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes);
     }
-    if constexpr (Config::kIsFp8) {
-        // Warps 1-3 transpose each V tile as it lands; warp 0 only issues loads, so they run ahead.
-        // (v_empty[stage] was awaited before V(it) was loaded, so vt[stage] is free too.)
-        const uint32_t warp = thread / 32;
-        if (warp == 0)
-            return;
-        for (int it = 0; it < range.end; ++it) {
-            const int stage = it % Config::kStages;
-            ptx::mbarrier_wait_parity(&ss.v_full[stage], (it / Config::kStages) & 1);
-            transpose_v_tile_fp8(ss.v[stage], ss.vt[stage], warp - 1, Config::kTransposeWarps);
-            ptx::fence_proxy_async_shared();
-            ptx::mbarrier_arrive(&ss.vt_full[stage]);
-        }
+}
+
+// fp8: the second producer warpgroup turns each V tile into V^T as it lands. (v_empty[stage] was awaited
+// before V(it) was loaded, so vt[stage], read by the same P.V, is free too.)
+template <class Config>
+__device__ __forceinline__ void transposer(FwdSharedStorage<Config> &ss, KvRange range)
+{
+    const TransposeLanes lanes(threadIdx.x % 128);
+    for (int it = 0; it < range.end; ++it) {
+        const int stage = it % Config::kStages;
+        ptx::mbarrier_wait_parity(&ss.v_full[stage], (it / Config::kStages) & 1);
+        transpose_v_tile_fp8(ptx::smem_addr(ss.v[stage]), ptx::smem_addr(ss.vt[stage]), lanes);
+        ptx::fence_proxy_async_shared();
+        ptx::mbarrier_arrive(&ss.vt_full[stage]);
     }
 }
 
@@ -132,7 +134,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     constexpr int kPRegs = 4 * kPvSteps;                              // A fragments of P for one KV tile
     static_assert(kStepsPerChunk * kStepBytes == kChunkBytes, "wgmma K steps tile a swizzle row");
 
-    const int consumer_index = threadIdx.x / 128 - 1;
+    const int consumer_index = threadIdx.x / 128 - Config::kProducerWarpgroups;
     const uint32_t thread = threadIdx.x % 128, lane = thread % 32, warp = thread / 32;
     const uint32_t my_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Turn
                                                                        : NamedBarrier::kConsumer1Turn);
@@ -366,7 +368,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
-            ptx::mbarrier_init(&ss.vt_full[i], 32 * Config::kTransposeWarps);   // every transposing thread
+            ptx::mbarrier_init(&ss.vt_full[i], 128);                          // every transposing thread
             ptx::mbarrier_init(&ss.k_empty[i], 4 * Config::kConsumerWarpgroups);  // every consumer warp
             ptx::mbarrier_init(&ss.v_empty[i], 4 * Config::kConsumerWarpgroups);
         }
@@ -380,9 +382,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     }
     __syncthreads();
 
-    if (threadIdx.x < 128) {
+    const int warpgroup = threadIdx.x / 128;
+    if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        producer<Config>(args, ss, m_block, head, batch, range);
+        if (warpgroup == 0)
+            producer<Config>(args, ss, m_block, head, batch, range);
+        else if constexpr (Config::kIsFp8)
+            transposer<Config>(ss, range);
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
         consumer<Config>(args, ss, m_block, head, batch, range);
