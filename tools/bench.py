@@ -125,7 +125,7 @@ def plot(results, path):
         ax.bar([j + i * width for j in range(len(results))], values, width, label=peer)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))], [s["shape"] for s in results])
     ax.set_ylabel("TFLOP/s (causal)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
