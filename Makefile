@@ -1,6 +1,7 @@
-# flashprefill: plain nvcc / cc calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart static)
-# and keeps each CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized
-# wgmma fails the build.
+# flashprefill: plain nvcc / cc / clang calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart
+# static) and keeps each CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a
+# serialized wgmma fails the build. `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects
+# build/gfx950/<name>.co with clang-22 / ld.lld-22.
 
 NVCC    ?= nvcc
 CC      ?= cc
@@ -12,16 +13,22 @@ CFLAGS  := -O2 -std=gnu11 -fPIC -Wall -Wextra -Werror -Iinclude -Isrc
 NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc -Xptxas -v \
            -Werror all-warnings
 
+CLANG_AMD := clang-22
+LLD_AMD   := ld.lld-22
+GFX950    := -target amdgcn-amd-amdhsa -mcpu=gfx950 -mcode-object-version=5
+
 C_SRC   := $(wildcard src/*.c)
 CU_SRC  := $(wildcard cuda/*.cu)
 HEADERS := $(wildcard include/*.h src/*.h cuda/*.cuh)
 OBJ     := $(C_SRC:src/%.c=$(BUILD)/%.o) $(CU_SRC:cuda/%.cu=$(BUILD)/%.cu.o)
 LIB     := $(BUILD)/libflashprefill.so
+AMD_ASM := $(wildcard asm/gfx950/*.s)
+AMD_CO  := $(AMD_ASM:asm/gfx950/%.s=$(BUILD)/gfx950/%.co)
 
 # ptxas lines that fail the build: any non-zero spill or stack frame, any serialized wgmma.
 PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
 
-.PHONY: all test demo bench gpu-check clean
+.PHONY: all amd test demo bench gpu-check clean
 all: $(LIB)
 
 $(BUILD):
@@ -38,7 +45,16 @@ $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
 $(LIB): $(OBJ)
 	$(NVCC) $(HOPPER) -shared -cudart static -o $@ $(OBJ)
 
-test: all
+amd: $(AMD_CO)
+
+$(BUILD)/gfx950:
+	mkdir -p $@
+
+$(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx950
+	$(CLANG_AMD) $(GFX950) -c $< -o $(BUILD)/gfx950/$*.o
+	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
+
+test: all amd
 	PYTHONPATH=python $(PYTHON) -m pytest tests -ra
 
 demo: all

@@ -1,0 +1,31 @@
+/* Kernel arguments of the gfx950 forward kernels (asm/gfx950/fwd_*.s), defined once here.
+ *
+ * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_kernarg.py
+ * compiles this header and checks every offset and the total size against those lines.
+ * Addresses and strides are in bytes; the host has validated every argument (src/validate.c).
+ */
+#ifndef FLASHPREFILL_GFX950_FWD_KERNARG_H
+#define FLASHPREFILL_GFX950_FWD_KERNARG_H
+
+#include <stdint.h>
+
+typedef struct fp_gfx950_fwd_kernarg {
+    uint64_t q, k, v, out;    /* device addresses: (batch, seq, heads, dim) tensors */
+    uint64_t lse;             /* 0, or float (batch, heads_q, seqlen_q) */
+    uint32_t q_stride_seq, q_stride_head;
+    uint64_t q_stride_batch;
+    uint32_t k_stride_seq, k_stride_head;
+    uint64_t k_stride_batch;
+    uint32_t v_stride_seq, v_stride_head;
+    uint64_t v_stride_batch;
+    uint32_t out_stride_seq, out_stride_head;
+    uint64_t out_stride_batch;
+    int32_t seqlen_q, seqlen_k;
+    int32_t heads_q, heads_per_kv;  /* heads_q / heads_kv */
+    int32_t causal;                 /* 0 or 1 */
+    int32_t causal_offset;          /* seqlen_k - seqlen_q: query i sees keys <= i + causal_offset */
+    float softmax_scale_log2;       /* softmax_scale * log2(e) */
+    uint32_t reserved;              /* 0; keeps the size a multiple of 8 */
+} fp_gfx950_fwd_kernarg;
+
+#endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

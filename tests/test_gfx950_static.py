@@ -1,0 +1,142 @@
+"""Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
+argument offsets against hip/fwd_kernarg.h, the resources in the code object metadata against the kernel's
+own register map, the instruction mix, and the MFMA hazard lint (tools/gfx950_lint.py)."""
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import gfx950_lint  # noqa: E402
+
+TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                                reason="needs clang-22, lld-22 and llvm-22 (apt-get install clang-22 lld-22 llvm-22)")
+KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
+LDS_BYTES = 160 * 1024
+VGPRS_PER_LANE = 512
+KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", "q_stride_batch", "k_stride_seq",
+                  "k_stride_head", "k_stride_batch", "v_stride_seq", "v_stride_head", "v_stride_batch",
+                  "out_stride_seq", "out_stride_head", "out_stride_batch", "seqlen_q", "seqlen_k", "heads_q",
+                  "heads_per_kv", "causal", "causal_offset", "softmax_scale_log2", "reserved"]
+
+
+def code_object(name):
+    path = ROOT / "build" / "gfx950" / f"{name}.co"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make amd`")
+    return path
+
+
+def assembly_sets(name):
+    """The `.set symbol, integer` lines of asm/gfx950/<name>.s."""
+    text = (ROOT / "asm" / "gfx950" / f"{name}.s").read_text()
+    return {m.group(1): int(m.group(2), 0) for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*$", text, re.M)}
+
+
+@pytest.fixture(scope="module")
+def c_kernarg(tmp_path_factory):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    tmp = tmp_path_factory.mktemp("kernarg")
+    body = "\n".join(f'    printf("{f} %zu\\n", offsetof(fp_gfx950_fwd_kernarg, {f}));' for f in KERNARG_FIELDS)
+    (tmp / "k.c").write_text(f"""#include <stddef.h>
+#include <stdio.h>
+#include "fwd_kernarg.h"
+int main(void) {{
+{body}
+    printf("size %zu\\n", sizeof(fp_gfx950_fwd_kernarg));
+    return 0;
+}}
+""")
+    subprocess.run(["cc", "-I", str(ROOT / "hip"), str(tmp / "k.c"), "-o", str(tmp / "k")], check=True)
+    out = subprocess.run([str(tmp / "k")], capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+
+
+def test_every_kernarg_field_is_checked():
+    text = (ROOT / "hip" / "fwd_kernarg.h").read_text()
+    body = text[text.index("typedef struct"):text.index("} fp_gfx950_fwd_kernarg")]
+    declared = re.findall(r"\b(\w+)(?:,|;)", re.sub(r"/\*.*?\*/", "", body, flags=re.S))
+    assert declared == KERNARG_FIELDS
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_kernarg_offsets_match_c(name, c_kernarg):
+    sets = assembly_sets(name)
+    for field in KERNARG_FIELDS:
+        assert sets.get(f"karg_{field}") == c_kernarg[field], f"{name}: karg_{field}"
+    assert sets["karg_size"] == c_kernarg["size"]
+
+
+def _metadata(path):
+    notes = subprocess.run(["llvm-readelf-22", "--notes", str(path)], capture_output=True, text=True, check=True).stdout
+    fields = dict(re.findall(r"^\s+\.(\w+):\s+(\S+)\s*$", notes, re.M))
+    return {k: int(v) for k, v in fields.items() if v.isdigit()}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_resources_within_plan(name):
+    meta, sets = _metadata(code_object(name)), assembly_sets(name)
+    assert meta["kernarg_segment_size"] == sets["karg_size"]
+    assert meta["vgpr_count"] <= sets["v_end"] <= VGPRS_PER_LANE, "more VGPRs than the register map allots"
+    assert meta["group_segment_fixed_size"] <= LDS_BYTES
+    assert meta["private_segment_fixed_size"] == 0, "scratch memory: something spilled"
+    used = max(int(m) for m in re.findall(r"\bv\[?(\d+)", "\n".join(
+        ops for _, _, ops in gfx950_lint.disassemble(str(code_object(name))))))
+    assert used < meta["vgpr_count"], f"the code touches v{used}, beyond the declared {meta['vgpr_count']}"
+
+
+@pytest.mark.parametrize("name, mfma", [("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16")])
+def test_instruction_mix(name, mfma):
+    mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
+    assert mnemonics.count(mfma) == 16, "8 MFMAs for S and 8 for P.V per KV tile"
+    assert not [m for m in mnemonics if m.startswith(("scratch_", "buffer_", "flat_"))], \
+        "no scratch, buffer or generic flat memory instructions"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_no_mfma_hazards(name):
+    assert gfx950_lint.lint(gfx950_lint.disassemble(str(code_object(name)))) == []
+
+
+HAZARDS = """
+.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
+.text
+.globl k
+.p2align 8
+.type k,@function
+k:
+  v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], 0
+  s_nop 7
+  v_add_f32 v30, v1, v1
+  v_mov_b32 v16, 1.0
+  v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], v[0:15]
+  s_nop 7
+  s_nop 7
+  s_nop 2
+  v_add_f32 v30, v1, v1
+  s_endpgm
+.rodata
+.p2align 6
+.amdhsa_kernel k
+  .amdhsa_next_free_vgpr 32
+  .amdhsa_next_free_sgpr 8
+  .amdhsa_accum_offset 32
+.end_amdhsa_kernel
+"""
+
+
+def test_lint_finds_hazards(tmp_path):
+    (tmp_path / "h.s").write_text(HAZARDS)
+    subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "h.s"),
+                    "-o", str(tmp_path / "h.o")], check=True)
+    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "h.o"), "-o", str(tmp_path / "h.co")], check=True)
+    problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "h.co")))
+    assert len(problems) == 2, problems
+    assert "v_add_f32" in problems[0] and "wait states too early" in problems[0]  # 8 of 19 wait states
+    assert "v_mfma" in problems[1] and "written by the VALU" in problems[1]       # v16 right before

@@ -1,0 +1,115 @@
+"""Hazard lint for hand-written gfx950 assembly: the assembler inserts no wait states, so a VALU (or memory
+instruction) that reads an MFMA's result too early, or an MFMA that reads a VGPR a VALU just wrote, silently
+computes garbage on hardware while the functional emulator gets it right.
+
+Rules (wait states = instructions issued in between, `s_nop N` counting N + 1; CDNA3/CDNA4 ISA guides,
+"Dependency checks and required wait states" for XDL ops — the numbers below are the conservative ones the
+kernels are written to, the largest the tables give per case):
+  * an XDL MFMA with P passes writes VGPRs that no non-MFMA instruction may read, or overwrite, for
+    P + 3 wait states (32x32 MFMAs: 16 passes -> 19; 16x16: 8 passes -> 11);
+  * a VALU write of a VGPR that an MFMA then reads as A, B or C needs 2 wait states in between.
+A back-to-back MFMA that accumulates into the same registers (SrcC = previous vDst) needs none.
+The scan is linear in program order, and the body of each backward branch is scanned twice so that its
+end meets its start. Usage: python tools/gfx950_lint.py build/gfx950/x.co -> exit 1 with one line per hazard.
+"""
+import re
+import subprocess
+import sys
+
+MFMA_PASSES = {"32x32": 16, "16x16": 8}
+VALU_TO_MFMA_WAIT = 2
+_REG = re.compile(r"\b([vas])(?:\[(\d+):(\d+)\]|(\d+))")
+_LINE = re.compile(r"^\s+([a-z_0-9]+)\s*(.*?)\s*//\s*([0-9A-F]+):")
+_BRANCH = re.compile(r"^s_(?:cbranch_\w+|branch)$")
+
+
+def disassemble(code_object):
+    """[(address, mnemonic, operand text)] of every instruction, via llvm-objdump-22."""
+    text = subprocess.run(["llvm-objdump-22", "-d", "--mcpu=gfx950", code_object], capture_output=True,
+                          text=True, check=True).stdout
+    out = []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m:
+            out.append((int(m.group(3), 16), m.group(1), m.group(2)))
+    return out
+
+
+def _vgprs(operand_text):
+    """VGPR (and AGPR, as 'a') numbers named in an operand list, in order, as (kind, number) sets per operand."""
+    regs = []
+    for operand in operand_text.split(","):
+        found = set()
+        for kind, lo, hi, single in _REG.findall(operand):
+            if kind == "s":
+                continue
+            first, last = (int(lo), int(hi)) if lo else (int(single), int(single))
+            found |= {(kind, r) for r in range(first, last + 1)}
+        regs.append(found)
+    return regs
+
+
+def _wait_states(mnemonic, operands):
+    if mnemonic == "s_nop":
+        return int(operands.split()[0], 0) + 1
+    return 1
+
+
+def _order(instructions):
+    """Program order with each backward-branch loop body appended once more after its branch."""
+    by_address = {a: i for i, (a, _, _) in enumerate(instructions)}
+    order = []
+    for i, (address, mnemonic, operands) in enumerate(instructions):
+        order.append(i)
+        if _BRANCH.match(mnemonic):
+            simm16 = int(operands.split()[0], 0)
+            simm16 -= 65536 if simm16 >= 32768 else 0
+            start = by_address.get(address + 4 + 4 * simm16)
+            if start is not None and start <= i:
+                order.extend(range(start, i + 1))
+    return order
+
+
+def lint(instructions):
+    """Hazard messages for a list from disassemble()."""
+    problems = []
+    pending = []  # (registers, wait states still needed, address of the MFMA)
+    valu_written = []  # (registers, wait states still needed, address)
+    for i in _order(instructions):
+        address, mnemonic, operands = instructions[i]
+        regs = _vgprs(operands)
+        is_mfma = mnemonic.startswith("v_mfma")
+        if is_mfma:
+            dst, sources = regs[0], set().union(*regs[1:]) if len(regs) > 1 else set()
+            for written, need, at in valu_written:
+                if written & sources and need > 0:
+                    problems.append(f"{address:#x} {mnemonic} reads v{sorted(written & sources)[0][1]} written by "
+                                    f"the VALU at {at:#x} with {VALU_TO_MFMA_WAIT - need} of {VALU_TO_MFMA_WAIT} "
+                                    "wait states")
+            pending = [(r, n, a) for r, n, a in pending if not (r == dst and r & sources)]
+            shape = re.search(r"(32x32|16x16)", mnemonic).group(1)
+            pending.append((dst, MFMA_PASSES[shape] + 3, address))
+        else:
+            touched = set().union(*regs) if regs else set()
+            for written, need, at in pending:
+                if need > 0 and written & touched:
+                    reg = sorted(written & touched)[0]
+                    problems.append(f"{address:#x} {mnemonic} touches {reg[0]}{reg[1]}, written by the MFMA at "
+                                    f"{at:#x}, {need} wait states too early")
+            if mnemonic.startswith("v_") and regs:
+                valu_written.append((regs[0], VALU_TO_MFMA_WAIT, address))
+        step = _wait_states(mnemonic, operands)
+        pending = [(r, n - step, a) for r, n, a in pending if n - step > 0]
+        valu_written = [(r, n - step, a) for r, n, a in valu_written if n - step > 0]
+    return problems
+
+
+def main():
+    problems = [p for path in sys.argv[1:] for p in lint(disassemble(path))]
+    for p in problems:
+        print(p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
