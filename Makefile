@@ -24,6 +24,8 @@ OBJ     := $(C_SRC:src/%.c=$(BUILD)/%.o) $(CU_SRC:cuda/%.cu=$(BUILD)/%.cu.o)
 LIB     := $(BUILD)/libflashprefill.so
 AMD_ASM := $(wildcard asm/gfx950/*.s)
 AMD_CO  := $(AMD_ASM:asm/gfx950/%.s=$(BUILD)/gfx950/%.co)
+AMD_LIB := $(BUILD)/libflashprefill_gfx950.so
+AMD_SRC := $(C_SRC) $(wildcard hip/*.c) hip/code_objects.S
 
 # ptxas lines that fail the build: any non-zero spill or stack frame, any serialized wgmma.
 PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
@@ -45,7 +47,12 @@ $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
 $(LIB): $(OBJ)
 	$(NVCC) $(HOPPER) -shared -cudart static -o $@ $(OBJ)
 
-amd: $(AMD_CO)
+amd: $(AMD_CO) $(AMD_LIB)
+
+# The gfx950 host library: the same front end (src/), the HIP loader and launcher (hip/), the code objects
+# embedded; no ROCm needed to build or load it (libamdhip64.so is dlopened on first use).
+$(AMD_LIB): $(AMD_SRC) $(AMD_CO) $(HEADERS) $(wildcard hip/*.h)
+	$(CC) $(CFLAGS) -Ihip -shared -o $@ $(AMD_SRC) -ldl -lpthread -lm
 
 $(BUILD)/gfx950:
 	mkdir -p $@

@@ -1,0 +1,13 @@
+/* The gfx950 code objects (`make amd`), embedded as read-only data of the host library.
+   Paths are relative to the repository root, where make runs the assembler. */
+    .section .rodata
+    .balign 64
+    .globl fp_gfx950_fwd_bf16_hd128_co
+fp_gfx950_fwd_bf16_hd128_co:
+    .incbin "build/gfx950/fwd_bf16_hd128.co"
+.Lfwd_bf16_hd128_co_end:
+    .balign 8
+    .globl fp_gfx950_fwd_bf16_hd128_co_size
+fp_gfx950_fwd_bf16_hd128_co_size:
+    .quad .Lfwd_bf16_hd128_co_end - fp_gfx950_fwd_bf16_hd128_co
+    .section .note.GNU-stack,"",@progbits

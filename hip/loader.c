@@ -1,0 +1,98 @@
+/* The HIP runtime and the gfx950 modules, loaded once per process on first use: libamdhip64.so through
+ * dlopen (so the library needs no ROCm to build or load), then each embedded code object through
+ * hipModuleLoadData, after its kernel descriptor passed fp_check_resources.
+ */
+#include "loader.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "code_objects.h"
+
+static const char *const hip_library_names[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"};
+
+typedef struct loaded {
+    flashprefill_status status;
+    char message[384];
+    fp_hip_api api;
+    hipFunction_t fwd_bf16_hd128;
+} loaded;
+
+static loaded state;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static flashprefill_status fail(flashprefill_status status, const char *message)
+{
+    state.status = status;
+    snprintf(state.message, sizeof state.message, "%s", message);
+    return status;
+}
+
+static flashprefill_status resolve(void *lib)
+{
+#define FP_RESOLVE(field, symbol)                                                                             \
+    if (!(*(void **)&state.api.field = dlsym(lib, symbol)))                                                  \
+        return fail(FLASHPREFILL_ERROR_NO_DEVICE, "libamdhip64.so lacks " symbol);
+    FP_RESOLVE(GetDeviceCount, "hipGetDeviceCount")
+    FP_RESOLVE(GetDevice, "hipGetDevice")
+    FP_RESOLVE(ModuleLoadData, "hipModuleLoadData")
+    FP_RESOLVE(ModuleGetFunction, "hipModuleGetFunction")
+    FP_RESOLVE(ModuleLaunchKernel, "hipModuleLaunchKernel")
+    FP_RESOLVE(GetErrorString, "hipGetErrorString")
+#undef FP_RESOLVE
+    return FLASHPREFILL_SUCCESS;
+}
+
+static flashprefill_status load_kernel(const unsigned char *image, uint64_t size, const char *kernel,
+                                       hipFunction_t *function)
+{
+    fp_kernel_resources resources;
+    flashprefill_status s;
+    if ((s = fp_code_object_resources(image, size, kernel, &resources)) ||
+        (s = fp_check_resources(kernel, &resources)))
+        return fail(s, flashprefill_last_error());
+    hipModule_t module;
+    hipError_t err = state.api.ModuleLoadData(&module, image);
+    if (err == 0)
+        err = state.api.ModuleGetFunction(function, module, kernel);
+    if (err != 0) {
+        char message[256];
+        snprintf(message, sizeof message, "loading %s (gfx950 code object): %s", kernel,
+                 state.api.GetErrorString(err));
+        return fail(FLASHPREFILL_ERROR_NO_DEVICE, message);
+    }
+    return FLASHPREFILL_SUCCESS;
+}
+
+static void load_once(void)
+{
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof hip_library_names / sizeof hip_library_names[0] && !lib; ++i)
+        lib = dlopen(hip_library_names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fail(FLASHPREFILL_ERROR_NO_DEVICE, "no HIP runtime: libamdhip64.so could not be loaded (is ROCm installed?)");
+        return;
+    }
+    if (resolve(lib))
+        return;
+    int count = 0;
+    if (state.api.GetDeviceCount(&count) != 0 || count == 0) {
+        fail(FLASHPREFILL_ERROR_NO_DEVICE, "the HIP runtime sees no GPU");
+        return;
+    }
+    if (load_kernel(fp_gfx950_fwd_bf16_hd128_co, fp_gfx950_fwd_bf16_hd128_co_size, "fwd_bf16_hd128",
+                    &state.fwd_bf16_hd128))
+        return;
+    state.status = FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_hip_load(const fp_hip_api **api, hipFunction_t *fwd_bf16_hd128)
+{
+    pthread_once(&once, load_once);
+    if (state.status)
+        return fp_fail(state.status, "%s", state.message);
+    *api = &state.api;
+    *fwd_bf16_hd128 = state.fwd_bf16_hd128;
+    return FLASHPREFILL_SUCCESS;
+}

@@ -1,0 +1,97 @@
+"""The gfx950 host library (build/libflashprefill_gfx950.so, `make amd`) on a machine without ROCm: the same C
+ABI and validation as the CUDA library, a clean NO_DEVICE when libamdhip64.so is missing, and the load-time
+check of the embedded code object's kernel descriptor against a gfx950 CU."""
+import ctypes
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from flashprefill._params import DType, Params, Status
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
+CODE_OBJECT = ROOT / "build" / "gfx950" / "fwd_bf16_hd128.co"
+
+
+class Resources(ctypes.Structure):
+    # fp_kernel_resources, hip/code_objects.h
+    _fields_ = [("lds_bytes", ctypes.c_uint32), ("scratch_bytes", ctypes.c_uint32),
+                ("kernarg_bytes", ctypes.c_uint32), ("vgprs", ctypes.c_uint32)]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    if not LIBRARY.exists():
+        pytest.fail(f"{LIBRARY} is missing: run `make amd`")
+    lib = ctypes.CDLL(str(LIBRARY))
+    lib.flashprefill_supports.restype = ctypes.c_int
+    lib.flashprefill_forward.restype = ctypes.c_int
+    lib.flashprefill_last_error.restype = ctypes.c_char_p
+    lib.fp_code_object_resources.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                                             ctypes.POINTER(Resources)]
+    lib.fp_check_resources.argtypes = [ctypes.c_char_p, ctypes.POINTER(Resources)]
+    return lib
+
+
+def params(dtype=DType.BF16, seq=200, heads_q=8, heads_kv=2, dim=128):
+    p = Params(q=0x7F0000000000, k=0x7F1000000000, v=0x7F2000000000, out=0x7F3000000000, batch=2, seqlen_q=seq,
+               seqlen_k=seq, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim, dim_v=dim, in_dtype=dtype,
+               out_dtype=DType.BF16, causal=1, softmax_scale=dim ** -0.5)
+    for name, heads in (("q", heads_q), ("k", heads_kv), ("v", heads_kv), ("out", heads_q)):
+        for axis, stride in (("batch", seq * heads * dim), ("seq", heads * dim), ("head", dim), ("dim", 1)):
+            setattr(p, f"{name}_stride_{axis}", stride)
+    return p
+
+
+def test_supports_bf16_hd128_only(lib):
+    assert lib.flashprefill_supports(ctypes.byref(params())) == Status.SUCCESS
+    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3))) == Status.ERROR_NOT_SUPPORTED
+    assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
+
+
+def test_same_validation_as_cuda(lib):
+    p = params()
+    p.heads_kv = 3
+    assert lib.flashprefill_supports(ctypes.byref(p)) == Status.ERROR_INVALID_ARGUMENT
+    assert b"heads_q = 8 is not a multiple of heads_kv = 3" in lib.flashprefill_last_error()
+
+
+@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
+                    reason="a HIP runtime is installed here")
+def test_forward_without_rocm_is_a_clean_status(lib):
+    status = lib.flashprefill_forward(ctypes.byref(params()), None)
+    assert status == Status.ERROR_NO_DEVICE
+    assert b"libamdhip64.so could not be loaded" in lib.flashprefill_last_error()
+    assert lib.flashprefill_forward(ctypes.byref(params()), None) == Status.ERROR_NO_DEVICE  # same answer again
+
+
+def test_descriptor_resources_match_metadata(lib):
+    image = CODE_OBJECT.read_bytes()
+    r = Resources()
+    assert lib.fp_code_object_resources(image, len(image), b"fwd_bf16_hd128", ctypes.byref(r)) == Status.SUCCESS
+    if shutil.which("llvm-readelf-22"):
+        notes = subprocess.run(["llvm-readelf-22", "--notes", str(CODE_OBJECT)], capture_output=True, text=True,
+                               check=True).stdout
+        assert f".vgpr_count:     {r.vgprs}" in notes or f".vgpr_count: {r.vgprs}" in notes, notes
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 136)
+    assert lib.fp_check_resources(b"fwd_bf16_hd128", ctypes.byref(r)) == Status.SUCCESS
+
+
+@pytest.mark.parametrize("field, value, message", [("lds_bytes", 200 * 1024, b"bytes of LDS"),
+                                                   ("vgprs", 520, b"VGPRs per lane"),
+                                                   ("scratch_bytes", 16, b"scratch")])
+def test_oversized_kernels_are_refused(lib, field, value, message):
+    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=136, vgprs=240)
+    setattr(r, field, value)
+    assert lib.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
+    assert message in lib.flashprefill_last_error()
+
+
+def test_malformed_code_object_is_refused(lib):
+    r = Resources()
+    image = CODE_OBJECT.read_bytes()
+    for bad in (b"not an elf", image[:200], image.replace(b"fwd_bf16_hd128.kd", b"xxx_xxxx_xxxxx.kd")):
+        assert lib.fp_code_object_resources(bad, len(bad), b"fwd_bf16_hd128", ctypes.byref(r)) == \
+            Status.ERROR_NOT_SUPPORTED
