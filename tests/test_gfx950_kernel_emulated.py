@@ -1,0 +1,95 @@
+"""The gfx950 kernels run instruction by instruction in the functional emulator (tools/gfx950_emu) on small
+problems, against the float64 reference: the code object `make amd` built, not a copy of it.
+
+Bound: the relative L2 error may be at most 1.5x that of a numpy emulation of the same precision (P rounded
+to bf16, fp32 accumulation, output rounded to bf16). Outputs are poisoned with NaN first.
+What this does not show: timing, hazards the emulator does not model (tools/gfx950_lint.py checks those), and
+v_exp_f32 / v_rcp_f32 / v_log_f32 accuracy (the emulator computes them exactly in float32)."""
+import ctypes
+import pathlib
+import shutil
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from flashprefill import reference
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
+RNG = np.random.default_rng()
+BF16_NAN = np.uint16(0x7FC0)
+
+
+class Kernarg(ctypes.Structure):
+    # fp_gfx950_fwd_kernarg (hip/fwd_kernarg.h); offsets checked against the assembly's karg_* below
+    _fields_ = [("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("out", ctypes.c_uint64),
+                ("lse", ctypes.c_uint64),
+                ("q_stride_seq", ctypes.c_uint32), ("q_stride_head", ctypes.c_uint32), ("q_stride_batch", ctypes.c_uint64),
+                ("k_stride_seq", ctypes.c_uint32), ("k_stride_head", ctypes.c_uint32), ("k_stride_batch", ctypes.c_uint64),
+                ("v_stride_seq", ctypes.c_uint32), ("v_stride_head", ctypes.c_uint32), ("v_stride_batch", ctypes.c_uint64),
+                ("out_stride_seq", ctypes.c_uint32), ("out_stride_head", ctypes.c_uint32),
+                ("out_stride_batch", ctypes.c_uint64),
+                ("seqlen_q", ctypes.c_int32), ("seqlen_k", ctypes.c_int32), ("heads_q", ctypes.c_int32),
+                ("heads_per_kv", ctypes.c_int32), ("causal", ctypes.c_int32), ("causal_offset", ctypes.c_int32),
+                ("softmax_scale_log2", ctypes.c_float), ("reserved", ctypes.c_uint32)]
+
+
+def _assembly_offsets():
+    import re
+    text = (ROOT / "asm" / "gfx950" / "fwd_bf16_hd128.s").read_text()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
+
+
+def bf16_floor(q, k, v, causal):
+    """float32 attention with P rounded to bf16 and the output rounded to bf16 (the kernel's precision)."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    out = np.empty((b, sq, hq, v.shape[-1]))
+    for bi in range(b):
+        for h in range(hq):
+            qh, kh, vh = (x[bi, :, hh].astype(np.float32) for x, hh in ((q, h), (k, h // (hq // hkv)), (v, h // (hq // hkv))))
+            s = (qh @ kh.T) / np.float32(np.sqrt(d))
+            if causal:
+                s[np.triu(np.ones((sq, sk), bool), sk - sq + 1)] = -np.inf
+            p = np.exp(s - s.max(-1, keepdims=True))
+            pb = p.astype(ml_dtypes.bfloat16).astype(np.float32)
+            out[bi, :, h] = (pb @ vh) / p.sum(-1, keepdims=True)
+    return out.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 40, 200, 2, 2), (2, 70, 70, 2, 1)],
+                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fwd_bf16_hd128(shape, causal):
+    from gfx950_emu import GlobalMemory, load_code_object, run_kernel
+    assert {f: Kernarg.__dict__[f].offset for f, _ in Kernarg._fields_} == \
+        {k: v for k, v in _assembly_offsets().items() if k != "size"}
+    batch, sq, sk, hq, hkv = shape
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((batch, s, h, 128)).astype(ml_dtypes.bfloat16)
+               for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    mem = GlobalMemory()
+    addr = {name: mem.alloc_array(np.ascontiguousarray(x)) for name, x in (("q", q), ("k", k), ("v", v))}
+    addr["out"] = mem.alloc_array(np.full((batch, sq, hq, 128), BF16_NAN, np.uint16))
+    addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
+    a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"],
+                seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal),
+                causal_offset=sk - sq, softmax_scale_log2=np.log2(np.e) / np.sqrt(128))
+    for name, s, h in (("q", sq, hq), ("k", sk, hkv), ("v", sk, hkv), ("out", sq, hq)):
+        setattr(a, f"{name}_stride_seq", h * 128 * 2)
+        setattr(a, f"{name}_stride_head", 128 * 2)
+        setattr(a, f"{name}_stride_batch", s * h * 128 * 2)
+    co = load_code_object(str(ROOT / "build" / "gfx950" / "fwd_bf16_hd128.co"))
+    run_kernel(co, "fwd_bf16_hd128", grid=(-(-sq // 32), hq, batch), workgroup_size=64,
+               kernarg=bytes(a), memory=mem)
+    out = mem.read(addr["out"], np.uint16, (batch, sq, hq, 128)).view(ml_dtypes.bfloat16).astype(np.float64)
+    lse = mem.read(addr["lse"], np.float32, (batch, hq, sq))
+    ref, ref_lse = reference.attention_reference(q, k, v, causal=causal, return_lse=True)
+    assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
+    err, floor = reference.relative_l2(out, ref), reference.relative_l2(bf16_floor(q, k, v, causal), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out, ref)}; bf16 floor {floor:.3e}"
+    assert np.abs(lse - ref_lse).max() < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse"

@@ -1,0 +1,25 @@
+"""gfx950 (CDNA4) functional emulator: runs the disassembled instruction stream of a
+built code object on numpy.
+
+    from gfx950_emu import load_code_object, run_kernel, GlobalMemory
+    co = load_code_object("kernel.co")
+    mem = GlobalMemory()
+    q_addr = mem.alloc_array(q)                 # any numpy array; returns its address
+    stats = run_kernel(co, "kernel_name", grid=(x, y, z), workgroup_size=64 * waves,
+                       kernarg=params_bytes, memory=mem)
+    out = mem.read(out_addr, np.float32, shape)
+    stats.instructions["v_mfma_f32_32x32x16_bf16"]   # dynamic count over all waves
+
+Import it with tools/ on sys.path. Modules: disasm (objdump parsing), operands,
+codeobject (ELF + kernel descriptor), state (wave registers), memory (global, LDS),
+waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory /
+mfma (semantics), run (dispatch).
+"""
+from .codeobject import CodeObject, KernelDescriptor, load_code_object
+from .errors import EmulatorError
+from .isa import DISPATCH
+from .memory import GlobalMemory
+from .run import RunStats, run_kernel
+
+__all__ = ["CodeObject", "DISPATCH", "EmulatorError", "GlobalMemory", "KernelDescriptor",
+           "RunStats", "load_code_object", "run_kernel"]

@@ -1,0 +1,130 @@
+"""Dispatch a kernel over a grid: entry register state, LDS, waves and s_barrier.
+
+Entry state of each wave (AMDHSA ABI, as the descriptor enables it; anything else the
+descriptor asks for is refused by KernelDescriptor.check_supported):
+- s[0:1] = kernarg segment address (the only user SGPRs), then one SGPR per enabled
+  workgroup id, x, y, z in that order (s2, s3, s4 when all three are enabled);
+- v0 = workitem id: x in bits 0-9 (y and z, bits 10-19 / 20-29, are 0: workgroups are
+  one-dimensional here);
+- EXEC = the wave's lanes that exist (the last wave of a workgroup whose size is not a
+  multiple of 64 is partial); every other register is 0.
+
+The waves of a workgroup run interleaved, one instruction each in turn; a wave at
+s_barrier waits until every wave that has not ended is at the barrier. Workgroups run
+one after another, each with fresh LDS of the descriptor's group segment size.
+"""
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import EmulatorError
+from .isa import execute
+from .memory import LocalMemory
+from .operands import SGPR_EXEC
+from .state import LANES, WaveState
+from . import isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register semantics)
+
+MAX_WORKGROUP_SIZE = 1024
+LDS_BYTES_PER_CU = 160 * 1024
+_DEFAULT_MAX_STEPS = 50_000_000
+
+
+@dataclass
+class ExecContext:
+    """What instructions reach beyond the wave: global memory (LDS hangs off each wave)."""
+    memory: object
+
+
+@dataclass
+class RunStats:
+    """Counts of one dispatch: instructions executed per mnemonic (over all waves)."""
+    instructions: Counter = field(default_factory=Counter)
+    workgroups: int = 0
+    waves: int = 0
+
+    @property
+    def total(self) -> int:
+        """All instructions executed."""
+        return sum(self.instructions.values())
+
+
+def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds):
+    kd = kernel.descriptor
+    waves = []
+    for w in range((workgroup_size + LANES - 1) // LANES):
+        wave = WaveState(kd, w, lds)
+        wave.sgpr[0] = kernarg_addr & 0xFFFFFFFF
+        wave.sgpr[1] = kernarg_addr >> 32
+        sgpr = 2
+        for dim in range(3):
+            if kd.workgroup_id_enable[dim]:
+                wave.sgpr[sgpr] = wg_id[dim]
+                sgpr += 1
+        lanes = min(LANES, workgroup_size - w * LANES)
+        exec_bits = (1 << lanes) - 1
+        wave.sgpr[SGPR_EXEC] = exec_bits & 0xFFFFFFFF
+        wave.sgpr[SGPR_EXEC + 1] = exec_bits >> 32
+        wave.vgpr[0] = w * LANES + np.arange(LANES)
+        waves.append(wave)
+    return waves
+
+
+def _run_workgroup(kernel, waves, ctx, stats, max_steps):
+    instructions = kernel.instructions
+    steps = 0
+    while True:
+        live = [w for w in waves if not w.done]
+        if not live:
+            return
+        if all(w.at_barrier for w in live):
+            for w in live:
+                w.at_barrier = False
+        for wave in live:
+            if wave.at_barrier:
+                continue
+            if not 0 <= wave.pc < len(instructions):
+                raise EmulatorError(f"wave {wave.wave_id} ran off the end of {kernel.name}")
+            ins = instructions[wave.pc]
+            stats.instructions[ins.mnemonic] += 1
+            wave.pc = execute(wave, ins, ctx)
+        steps += 1
+        if steps > max_steps:
+            raise EmulatorError(f"{kernel.name}: more than {max_steps} steps in one workgroup "
+                                "(an endless loop?)")
+
+
+def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
+               max_steps: int = _DEFAULT_MAX_STEPS) -> RunStats:
+    """Run kernel `name` of `code_object` over `grid` (x, y, z workgroups) of
+    `workgroup_size` work-items, with `kernarg` bytes as its argument segment, reading and
+    writing `memory` (a GlobalMemory). Returns RunStats. EmulatorError on any fault, with
+    the workgroup and wave it happened in."""
+    kernel = code_object.kernel(name)
+    kd = kernel.descriptor
+    kd.check_supported(name)
+    if kd.kernarg_bytes and len(kernarg) != kd.kernarg_bytes:
+        raise EmulatorError(f"{name}: kernarg is {len(kernarg)} bytes, the descriptor says "
+                            f"{kd.kernarg_bytes}")
+    if not 0 < workgroup_size <= MAX_WORKGROUP_SIZE:
+        raise EmulatorError(f"{name}: workgroup size {workgroup_size} outside 1..1024")
+    if kd.lds_bytes > LDS_BYTES_PER_CU:
+        raise EmulatorError(f"{name}: {kd.lds_bytes} bytes of LDS exceed {LDS_BYTES_PER_CU}")
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    kernarg_addr = memory.alloc_bytes(kernarg)
+    ctx = ExecContext(memory)
+    stats = RunStats()
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                waves = _initial_waves(kernel, workgroup_size, (x, y, z), kernarg_addr,
+                                       LocalMemory(kd.lds_bytes))
+                stats.workgroups += 1
+                stats.waves += len(waves)
+                try:
+                    _run_workgroup(kernel, waves, ctx, stats, max_steps)
+                except EmulatorError as e:
+                    waiting = [w.wave_id for w in waves if not w.done]
+                    raise EmulatorError(f"workgroup ({x}, {y}, {z}), waves not ended "
+                                        f"{waiting}: {e}") from e
+    return stats

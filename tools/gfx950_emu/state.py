@@ -1,0 +1,167 @@
+"""The architectural state of one wave64 and typed access to its operands.
+
+Register files (all uint32 bit patterns):
+- SGPRs: 128 entries indexed by their hardware operand number: s0-s101, VCC at 106-107,
+  M0 at 124, EXEC at 126-127 (operands.py maps the names), so `s[a:b]`, `vcc` and `exec`
+  are all plain ranges;
+- VGPRs v0-v255 and AGPRs a0-a255, each [256, 64 lanes]. The descriptor's allocation is
+  enforced: a VGPR at or above accum_offset, or an AGPR beyond the allocated ones, is an
+  error (the hardware's unified 512-entry file gives arch VGPRs the part below
+  accum_offset and AGPRs the rest);
+- SCC as an int; PC as an instruction index.
+
+Vector writes honour EXEC (inactive lanes keep their value). Floating-point reads apply
+the VOP3 neg/abs modifiers, and the descriptor's FLOAT_DENORM_MODE_32: inputs flushed to
+±0 unless the mode preserves input denormals, results likewise for outputs.
+"""
+import numpy as np
+
+from .errors import EmulatorError, at
+from .operands import SGPR_EXEC
+from .waitcnt import WaitCounters
+
+LANES = 64
+NUM_SGPRS = 128
+NUM_VGPRS = 256
+_F32_MIN_NORMAL = np.float32(1.17549435e-38)
+
+
+def bits_to_mask(bits: int) -> np.ndarray:
+    """64-bit lane mask -> bool[64] (lane i = bit i)."""
+    return np.unpackbits(np.array([bits], "<u8").view(np.uint8), bitorder="little").astype(bool)
+
+
+def mask_to_bits(mask: np.ndarray) -> int:
+    """bool[64] -> 64-bit lane mask."""
+    return int(np.packbits(mask.astype(np.uint8), bitorder="little").view("<u8")[0])
+
+
+def flush_denormals(x: np.ndarray) -> np.ndarray:
+    """float32 array with denormals replaced by zeros of the same sign."""
+    return np.where(np.abs(x) < _F32_MIN_NORMAL, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+class WaveState:
+    """Registers, PC and wait counters of one wave; `wave_id` is its index in the workgroup."""
+
+    def __init__(self, descriptor, wave_id: int, lds):
+        self.sgpr = np.zeros(NUM_SGPRS, np.uint32)
+        self.vgpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
+        self.agpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
+        self.scc = 0
+        self.pc = 0
+        self.wave_id = wave_id
+        self.lds = lds
+        self.done = False
+        self.at_barrier = False
+        self.waits = WaitCounters()
+        self.num_vgprs = descriptor.accum_offset
+        self.num_agprs = descriptor.agprs
+        self.flush_in = descriptor.denorm_mode_32 in (0, 2)
+        self.flush_out = descriptor.denorm_mode_32 in (0, 1)
+
+    # ---- EXEC ---------------------------------------------------------------------
+    @property
+    def exec_bits(self) -> int:
+        return int(self.sgpr[SGPR_EXEC]) | (int(self.sgpr[SGPR_EXEC + 1]) << 32)
+
+    def exec_mask(self) -> np.ndarray:
+        """bool[64]: the lanes EXEC enables."""
+        return bits_to_mask(self.exec_bits)
+
+    # ---- register bookkeeping -------------------------------------------------------
+    def _file(self, op, ins):
+        if op.kind == "v":
+            if op.base + op.count > self.num_vgprs:
+                raise EmulatorError(f"{op.text} in {at(ins)} is beyond the kernel's "
+                                    f"{self.num_vgprs} arch VGPRs")
+            return self.vgpr
+        if op.kind == "a":
+            if op.base + op.count > self.num_agprs:
+                raise EmulatorError(f"{op.text} in {at(ins)} is beyond the kernel's "
+                                    f"{self.num_agprs} AGPRs")
+            return self.agpr
+        raise EmulatorError(f"operand {op.text} of {at(ins)} is not a VGPR/AGPR")
+
+    def _track(self, op, ins, verb):
+        if self.waits.pending and op.kind in "vas":
+            self.waits.check([(op.kind, op.base + i) for i in range(op.count)], ins, verb)
+
+    # ---- scalar access ----------------------------------------------------------------
+    def read_scalar(self, op, ins, bits: int = 32) -> int:
+        """An SGPR range, constant or SCC as an unsigned int of `bits` bits."""
+        if op.kind == "s":
+            self._track(op, ins, "read")
+            value = 0
+            for i in range(bits // 32):
+                value |= int(self.sgpr[op.base + i]) << (32 * i)
+            return value
+        if op.kind == "imm":
+            return op.value64 if bits == 64 else op.value
+        if op.kind == "scc":
+            return self.scc
+        raise EmulatorError(f"operand {op.text} of {at(ins)} is not a scalar source")
+
+    def write_scalar(self, op, value: int, ins):
+        """Store an unsigned int into the SGPR range op."""
+        if op.kind != "s":
+            raise EmulatorError(f"destination {op.text} of {at(ins)} is not an SGPR")
+        self._track(op, ins, "written")
+        for i in range(op.count):
+            self.sgpr[op.base + i] = (value >> (32 * i)) & 0xFFFFFFFF
+
+    # ---- vector access ------------------------------------------------------------------
+    def read_lanes(self, op, ins) -> np.ndarray:
+        """uint32[64] per-lane value of a 32-bit source (VGPR, AGPR, SGPR or constant)."""
+        if op.kind in "va":
+            self._track(op, ins, "read")
+            return self._file(op, ins)[op.base].copy()
+        return np.full(LANES, self.read_scalar(op, ins), np.uint32)
+
+    def read_lanes64(self, op, ins) -> np.ndarray:
+        """uint64[64] per-lane value of a 64-bit source."""
+        if op.kind in "va":
+            regs = self.read_block(op, ins)
+            return regs[0].astype(np.uint64) | (regs[1].astype(np.uint64) << np.uint64(32))
+        return np.full(LANES, self.read_scalar(op, ins, 64), np.uint64)
+
+    def read_block(self, op, ins) -> np.ndarray:
+        """uint32[count, 64]: all registers of a VGPR/AGPR range."""
+        self._track(op, ins, "read")
+        return self._file(op, ins)[op.base:op.base + op.count].copy()
+
+    def peek_block(self, op, ins) -> np.ndarray:
+        """Like read_block without the wait-count check (a load merging into its destination)."""
+        return self._file(op, ins)[op.base:op.base + op.count].copy()
+
+    def write_lanes(self, op, values, ins, mask=None, track=True):
+        """Store uint32 values ([64] or [count, 64]) into a VGPR/AGPR range, EXEC-masked.
+
+        track=False is for loads writing their own destination: a second load into a
+        register whose earlier load is still outstanding returns in order, so no error."""
+        regs = self._file(op, ins)
+        if track:
+            self._track(op, ins, "written")
+        mask = self.exec_mask() if mask is None else mask
+        values = np.asarray(values).astype(np.uint32).reshape(-1, LANES)
+        block = regs[op.base:op.base + values.shape[0]]
+        block[:] = np.where(mask, values, block)
+
+    # ---- float views --------------------------------------------------------------------
+    def read_f32(self, op, ins) -> np.ndarray:
+        """float32[64] source with neg/abs applied and input denormals flushed per mode."""
+        x = self.read_lanes(op, ins).view(np.float32)
+        if self.flush_in:
+            x = flush_denormals(x)
+        if op.abs:
+            x = np.abs(x)
+        if op.neg:
+            x = -x
+        return x
+
+    def write_f32(self, op, values, ins):
+        """Store float32 results, output denormals flushed per mode."""
+        values = np.asarray(values, np.float32)
+        if self.flush_out:
+            values = flush_denormals(values)
+        self.write_lanes(op, values.view(np.uint32), ins)
