@@ -264,8 +264,8 @@ def test_dlpack_major_version_mismatch_released():
 
 @pytest.mark.parametrize("device, error", [((_arrays.KDL_CPU, 0), "q is a host array"),
                                            ((_arrays.KDL_CUDA_HOST, 0), "q is a host array"),
-                                           ((10, 0), "DLPack device type 10")])
-def test_dlpack_non_cuda_devices_rejected(device, error):
+                                           ((4, 0), "DLPack device type 4")])
+def test_dlpack_non_gpu_devices_rejected(device, error):
     producer = FakeDLPackProducer((4,), (1,), device=device)
     with pytest.raises(TypeError, match=error):
         adapt(producer, "q", stream=0)
@@ -274,6 +274,27 @@ def test_dlpack_non_cuda_devices_rejected(device, error):
 
 def test_dlpack_device_of():
     assert _arrays.device_of(FakeDLPackProducer((4,), (1,), device=(_arrays.KDL_CUDA, 3)), "q") == 3
+
+
+@pytest.mark.parametrize("device, backend", [((_arrays.KDL_CUDA, 0), "cuda"), ((_arrays.KDL_ROCM, 1), "hip")])
+def test_backend_of_dlpack_device(device, backend):
+    assert _arrays.backend_of(FakeDLPackProducer((4,), (1,), device=device), "q") == backend
+
+
+def test_rocm_arrays_go_to_the_gfx950_library():
+    """torch-on-ROCm-like arrays (DLPack kDLROCM) reach libflashprefill_gfx950.so: here, without ROCm, its
+    clean NO_DEVICE, not the CUDA library's answer."""
+    import flashprefill as fp
+    from flashprefill import _lib
+    if not _lib.candidates("hip")[0].exists():
+        pytest.fail("build/libflashprefill_gfx950.so is missing: run `make amd`")
+    rocm = (_arrays.KDL_ROCM, 0)
+    shape, strides = (1, 64, 2, 128), (64 * 2 * 128, 2 * 128, 128, 1)
+    q, k, v = (FakeDLPackProducer(shape, strides, device=rocm) for _ in range(3))
+    out = FakeDLPackProducer(shape, strides, device=rocm, byte_offset=1 << 20)  # apart from the inputs
+    with pytest.raises(fp.Error) as e:
+        fp.attention(q, k, v, out=out, stream=0)
+    assert e.value.status == fp.Status.ERROR_NO_DEVICE and "libamdhip64" in e.value.message
 
 
 def test_dlpack_import_released_when_dropped():

@@ -194,7 +194,9 @@ def _from_cai(obj, name, stream, writable):
 # ---------------------------------------------------------------------------------------------------------
 # DLPack (dlpack.h, DLPack 1.1: dmlc/dlpack include/dlpack/dlpack.h)
 
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST = 1, 2, 3
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM = 1, 2, 3, 10
+# The library that serves each DLPack device type: NVIDIA (CUDA) or AMD (HIP, the gfx950 backend).
+BACKEND_OF_DLPACK_DEVICE = {KDL_CUDA: "cuda", KDL_ROCM: "hip"}
 DLPACK_FLAG_READ_ONLY = 1 << 0
 # (DLDataTypeCode, bits, lanes) -> dtype; kDLInt = 0, kDLFloat = 2, kDLBfloat = 4, kDLFloat8_e4m3fn = 10.
 _DLPACK_DTYPES = {(0, 8, 1): "int8", (2, 32, 1): "float32", (4, 16, 1): "bfloat16", (10, 8, 1): "float8_e4m3fn"}
@@ -310,8 +312,8 @@ def tensor_from_capsule(capsule, producer, name, writable):
         dl = imported.managed.dl_tensor
         if dl.device.device_type in (KDL_CPU, KDL_CUDA_HOST):
             raise _host_array_error(name)
-        if dl.device.device_type != KDL_CUDA:
-            raise TypeError(f"{name} lives on DLPack device type {dl.device.device_type}; pass a CUDA array")
+        if dl.device.device_type not in BACKEND_OF_DLPACK_DEVICE:
+            raise TypeError(f"{name} lives on DLPack device type {dl.device.device_type}; pass a CUDA or ROCm array")
         key = (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)
         if key not in _DLPACK_DTYPES:
             raise TypeError(f"{name} has DLPack dtype (code {key[0]}, bits {key[1]}, lanes {key[2]}); expected one "
@@ -331,8 +333,8 @@ def _dlpack_device(obj, name):
     device_type, device_id = obj.__dlpack_device__()
     if device_type in (KDL_CPU, KDL_CUDA_HOST):
         raise _host_array_error(name)
-    if device_type != KDL_CUDA:
-        raise TypeError(f"{name} lives on DLPack device type {device_type}; pass a CUDA array")
+    if device_type not in BACKEND_OF_DLPACK_DEVICE:
+        raise TypeError(f"{name} lives on DLPack device type {device_type}; pass a CUDA or ROCm array")
     return int(device_id)
 
 
@@ -352,6 +354,20 @@ def _check_device_array(obj, name):
             raise _host_array_error(name)
         raise TypeError(f"{name}: {type(obj).__name__} is not a device array (it has neither "
                         "__cuda_array_interface__ nor __dlpack__)")
+
+
+def backend_of(obj, name):
+    """"cuda" or "hip": which build of the library serves this device array. DLPack producers say so by their
+    device type (torch on ROCm: kDLROCM); CuPy by the runtime it was built for; other
+    `__cuda_array_interface__` producers are CUDA."""
+    _check_device_array(obj, name)
+    if _uses_dlpack(obj):
+        return BACKEND_OF_DLPACK_DEVICE.get(obj.__dlpack_device__()[0], "cuda")
+    cupy_ndarray = _cupy_ndarray()
+    if cupy_ndarray is not None and isinstance(obj, cupy_ndarray):
+        import cupy
+        return "hip" if cupy.cuda.runtime.is_hip else "cuda"
+    return "cuda"
 
 
 def device_of(obj, name):
@@ -405,11 +421,15 @@ class _StreamHandle:
 
 
 def on_device(like, device):
-    """A context in which `device` is the current CUDA device, set through `like`'s library."""
+    """A context in which `device` is the current device, set through `like`'s library (torch, CuPy); other
+    producers (DeviceArray, foreign DLPack) leave the caller's current device as it is."""
     if is_torch(like):
         return sys.modules["torch"].cuda.device(device)
-    import cupy
-    return cupy.cuda.Device(device)
+    cupy_ndarray = _cupy_ndarray()
+    if cupy_ndarray is not None and isinstance(like, cupy_ndarray):
+        import cupy
+        return cupy.cuda.Device(device)
+    return contextlib.nullcontext()
 
 
 def empty(shape, dtype, like, stream):

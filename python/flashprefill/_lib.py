@@ -1,8 +1,10 @@
 """Declarations of the C ABI (include/flashprefill.h) for ctypes; nothing else.
 
-The shared library is loaded on first use, so that `import flashprefill` (and its numpy reference) works
-without a build. Search order: the FLASHPREFILL_LIBRARY environment variable (that file only, when set), then
-<repo>/build/libflashprefill.so, then a copy beside this package.
+The shared libraries are loaded on first use, so that `import flashprefill` (and its numpy reference) works
+without a build. One library per backend, the same C ABI: "cuda" (NVIDIA Hopper, libflashprefill.so) and
+"hip" (AMD gfx950, libflashprefill_gfx950.so). Search order: the environment variable of the backend
+(FLASHPREFILL_LIBRARY, FLASHPREFILL_GFX950_LIBRARY: that file only, when set), then <repo>/build/<name>, then a
+copy beside this package.
 """
 import ctypes
 import functools
@@ -11,7 +13,8 @@ import pathlib
 
 from ._params import Params
 
-LIBRARY_NAME = "libflashprefill.so"
+LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
+             "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
@@ -19,12 +22,13 @@ class LibraryNotFoundError(ImportError):
     """The shared library could not be loaded."""
 
 
-def candidates():
-    """The paths tried, in order."""
-    explicit = os.environ.get("FLASHPREFILL_LIBRARY")
+def candidates(backend="cuda"):
+    """The paths tried for a backend's library, in order."""
+    name, variable = LIBRARIES[backend]
+    explicit = os.environ.get(variable)
     if explicit:
         return [pathlib.Path(explicit)]
-    return [_PACKAGE_DIR.parent.parent / "build" / LIBRARY_NAME, _PACKAGE_DIR / LIBRARY_NAME]
+    return [_PACKAGE_DIR.parent.parent / "build" / name, _PACKAGE_DIR / name]
 
 
 def _declare(lib):
@@ -51,10 +55,10 @@ def _declare(lib):
 
 
 @functools.cache
-def lib():
-    """The loaded library with its functions declared; raises LibraryNotFoundError."""
+def lib(backend="cuda"):
+    """The backend's loaded library ("cuda" or "hip") with its functions declared; raises LibraryNotFoundError."""
     tried = []
-    for path in candidates():
+    for path in candidates(backend):
         if not path.is_file():
             tried.append(f"{path} (no such file)")
             continue
@@ -62,6 +66,7 @@ def lib():
             return _declare(ctypes.CDLL(str(path)))
         except OSError as e:
             tried.append(f"{path} ({e})")
+    name, variable = LIBRARIES[backend]
     raise LibraryNotFoundError(
-        f"{LIBRARY_NAME} could not be loaded; build it with `make`, or set FLASHPREFILL_LIBRARY. Tried: "
-        + "; ".join(tried))
+        f"{name} could not be loaded; build it with `make{' amd' if backend == 'hip' else ''}`, or set "
+        f"{variable}. Tried: " + "; ".join(tried))

@@ -23,20 +23,21 @@ _STAND_IN_OUT_PTR = 1 << 12
 class Error(RuntimeError):
     """A failed library call. status: Status; message: flashprefill_last_error() of that call."""
 
-    def __init__(self, status, message):
+    def __init__(self, status, message, library=None):
         self.status = Status(status)
         self.message = message
-        super().__init__(f"{_lib.lib().flashprefill_status_string(status).decode()}: {message}")
+        library = library or _lib.lib()
+        super().__init__(f"{library.flashprefill_status_string(status).decode()}: {message}")
 
 
-def _check(status):
+def _check(status, library):
     if status != Status.SUCCESS:
-        raise Error(status, _lib.lib().flashprefill_last_error().decode())
+        raise Error(status, library.flashprefill_last_error().decode(), library)
 
 
-def version():
-    """The C library's version, e.g. "0.1.0"."""
-    return _lib.lib().flashprefill_version().decode()
+def version(backend="cuda"):
+    """The C library's version, e.g. "0.1.0"; backend "cuda" (NVIDIA) or "hip" (AMD gfx950)."""
+    return _lib.lib(backend).flashprefill_version().decode()
 
 
 def _problem(q, k, v):
@@ -111,7 +112,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED),
     TypeError / ValueError for arrays the library cannot take at all.
     """
-    library = _lib.lib()
+    library = _lib.lib(_arrays.backend_of(q, "q"))
     device = _arrays.device_of(q, "q")
     handle = _arrays.resolve_stream(stream, q, device)
     keep = []
@@ -133,7 +134,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
                 raise ValueError(f"every array must be on q's device {device}; one is on device {tensor.device}")
         descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
         params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales)
-        _check(library.flashprefill_forward(ctypes.byref(params), handle))
+        _check(library.flashprefill_forward(ctypes.byref(params), handle), library)
     return (out, lse) if return_lse else out
 
 
@@ -142,7 +143,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     """Whether this build has a kernel for attention(q, k, v, ...) with these arguments, without touching the
     GPU or the data. Arguments as attention. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with
     Status.ERROR_INVALID_ARGUMENT when the call could never be valid."""
-    library = _lib.lib()
+    library = _lib.lib(_arrays.backend_of(q, "q"))
     keep = []
     with contextlib.ExitStack() as scope:
         scope.callback(_release, keep)
@@ -160,7 +161,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
         status = library.flashprefill_supports(ctypes.byref(params))
     if status == Status.ERROR_NOT_SUPPORTED:
         return False
-    _check(status)
+    _check(status, library)
     return True
 
 
