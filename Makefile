@@ -58,7 +58,7 @@ $(BUILD)/gfx950:
 	mkdir -p $@
 
 $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx950
-	$(CLANG_AMD) $(GFX950) -c $< -o $(BUILD)/gfx950/$*.o
+	$(CLANG_AMD) $(GFX950) -Iasm/gfx950 -c $< -o $(BUILD)/gfx950/$*.o
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
 
 test: all amd

@@ -26,6 +26,12 @@ typedef struct fp_gfx950_fwd_kernarg {
     int32_t causal_offset;          /* seqlen_k - seqlen_q: query i sees keys <= i + causal_offset */
     float softmax_scale_log2;       /* softmax_scale * log2(e) */
     uint32_t reserved;              /* 0; keeps the size a multiple of 8 */
+    /* fp8 only: value = code * factors[batch * stride_batch + head_kv * stride_head]; address 0: factor 1.
+       Per tensor: strides 0, 0; per (batch, kv head): heads_kv, 1 (in floats). */
+    uint64_t q_descale, k_descale, v_descale;
+    int32_t q_descale_stride_batch, q_descale_stride_head;
+    int32_t k_descale_stride_batch, k_descale_stride_head;
+    int32_t v_descale_stride_batch, v_descale_stride_head;
 } fp_gfx950_fwd_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

@@ -34,12 +34,16 @@ class Kernarg(ctypes.Structure):
                 ("out_stride_batch", ctypes.c_uint64),
                 ("seqlen_q", ctypes.c_int32), ("seqlen_k", ctypes.c_int32), ("heads_q", ctypes.c_int32),
                 ("heads_per_kv", ctypes.c_int32), ("causal", ctypes.c_int32), ("causal_offset", ctypes.c_int32),
-                ("softmax_scale_log2", ctypes.c_float), ("reserved", ctypes.c_uint32)]
+                ("softmax_scale_log2", ctypes.c_float), ("reserved", ctypes.c_uint32),
+                ("q_descale", ctypes.c_uint64), ("k_descale", ctypes.c_uint64), ("v_descale", ctypes.c_uint64),
+                ("q_descale_stride_batch", ctypes.c_int32), ("q_descale_stride_head", ctypes.c_int32),
+                ("k_descale_stride_batch", ctypes.c_int32), ("k_descale_stride_head", ctypes.c_int32),
+                ("v_descale_stride_batch", ctypes.c_int32), ("v_descale_stride_head", ctypes.c_int32)]
 
 
 def _assembly_offsets():
     import re
-    text = (ROOT / "asm" / "gfx950" / "fwd_bf16_hd128.s").read_text()
+    text = (ROOT / "asm" / "gfx950" / "fwd_common.inc").read_text()
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
 
 
@@ -67,6 +71,7 @@ def test_fwd_bf16_hd128(shape, causal):
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: Kernarg.__dict__[f].offset for f, _ in Kernarg._fields_} == \
         {k: v for k, v in _assembly_offsets().items() if k != "size"}
+    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
     batch, sq, sk, hq, hkv = shape
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)

@@ -75,7 +75,7 @@ def test_descriptor_resources_match_metadata(lib):
         notes = subprocess.run(["llvm-readelf-22", "--notes", str(CODE_OBJECT)], capture_output=True, text=True,
                                check=True).stdout
         assert f".vgpr_count:     {r.vgprs}" in notes or f".vgpr_count: {r.vgprs}" in notes, notes
-    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 136)
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 184)
     assert lib.fp_check_resources(b"fwd_bf16_hd128", ctypes.byref(r)) == Status.SUCCESS
 
 
@@ -83,7 +83,7 @@ def test_descriptor_resources_match_metadata(lib):
                                                    ("vgprs", 520, b"VGPRs per lane"),
                                                    ("scratch_bytes", 16, b"scratch")])
 def test_oversized_kernels_are_refused(lib, field, value, message):
-    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=136, vgprs=240)
+    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=184, vgprs=240)
     setattr(r, field, value)
     assert lib.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
     assert message in lib.flashprefill_last_error()

@@ -22,7 +22,10 @@ VGPRS_PER_LANE = 512
 KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", "q_stride_batch", "k_stride_seq",
                   "k_stride_head", "k_stride_batch", "v_stride_seq", "v_stride_head", "v_stride_batch",
                   "out_stride_seq", "out_stride_head", "out_stride_batch", "seqlen_q", "seqlen_k", "heads_q",
-                  "heads_per_kv", "causal", "causal_offset", "softmax_scale_log2", "reserved"]
+                  "heads_per_kv", "causal", "causal_offset", "softmax_scale_log2", "reserved", "q_descale",
+                  "k_descale", "v_descale", "q_descale_stride_batch", "q_descale_stride_head",
+                  "k_descale_stride_batch", "k_descale_stride_head", "v_descale_stride_batch",
+                  "v_descale_stride_head"]
 
 
 def code_object(name):
@@ -32,9 +35,17 @@ def code_object(name):
     return path
 
 
-def assembly_sets(name):
-    """The `.set symbol, integer` lines of asm/gfx950/<name>.s."""
+def assembly_text(name):
+    """asm/gfx950/<name>.s with the files it .includes."""
     text = (ROOT / "asm" / "gfx950" / f"{name}.s").read_text()
+    for include in re.findall(r'^\.include "([^"]+)"', text, re.M):
+        text += (ROOT / "asm" / "gfx950" / include).read_text()
+    return text
+
+
+def assembly_sets(name):
+    """The `.set symbol, integer` lines of asm/gfx950/<name>.s and its includes."""
+    text = assembly_text(name)
     return {m.group(1): int(m.group(2), 0) for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*$", text, re.M)}
 
 
