@@ -376,6 +376,38 @@ def test_global_widths_and_address_forms(tmp_path):
     np.testing.assert_array_equal(out[28:30].reshape(-1).view(np.uint16)[:64], half)
 
 
+def test_byte_loads_into_16_bit_halves(tmp_path):
+    """global_load_ubyte_d16 / _d16_hi: one byte, zero-extended, into bits 15:0 / 31:16; the other half kept."""
+    src = (np.arange(64, dtype=np.uint8) * 7 + 0x81).astype(np.uint8)
+    body = """
+  v_mov_b32 v17, 0x12345678
+  v_mov_b32 v18, 0x12345678
+  global_load_ubyte_d16 v17, v0, s[6:7]
+  global_load_ubyte_d16_hi v18, v0, s[6:7]
+  s_waitcnt vmcnt(0)
+""" + store_rows(["v17", "v18"])
+    out, _ = run(tmp_path, body, np.zeros((2, 64), np.uint32), (src,))
+    b = src.astype(np.uint32)
+    np.testing.assert_array_equal(out[0], 0x12340000 | b)
+    np.testing.assert_array_equal(out[1], (b << 16) | 0x5678)
+
+
+def test_cvt_pk_f32_fp8_decodes_ocp_e4m3(tmp_path):
+    """v_cvt_pk_f32_fp8: bytes 0 and 1 of the source as OCP e4m3 (gfx950), exactly; all 256 codes."""
+    codes = np.arange(256, dtype=np.uint8).reshape(64, 4)
+    body = """
+  v_lshlrev_b32 v2, 2, v0
+  global_load_dword v3, v2, s[6:7]
+  s_waitcnt vmcnt(0)
+  v_cvt_pk_f32_fp8 v[10:11], v3
+  v_lshrrev_b32 v4, 16, v3
+  v_cvt_pk_f32_fp8 v[12:13], v4
+""" + store_rows(["v10", "v11", "v12", "v13"])
+    out, _ = run(tmp_path, body, np.zeros((4, 64), np.uint32), (codes.reshape(-1),))
+    want = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32).T
+    np.testing.assert_array_equal(out.view(np.float32), want)  # NaN codes compare equal as NaN
+
+
 def test_out_of_bounds_access_names_instruction(tmp_path):
     body = """
   global_load_dword v2, v1, s[6:7] offset:4

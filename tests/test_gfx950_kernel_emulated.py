@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from flashprefill import reference
+from flashprefill import fp8, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -98,3 +98,73 @@ def test_fwd_bf16_hd128(shape, causal):
     err, floor = reference.relative_l2(out, ref), reference.relative_l2(bf16_floor(q, k, v, causal), ref)
     assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out, ref)}; bf16 floor {floor:.3e}"
     assert np.abs(lse - ref_lse).max() < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse"
+
+
+def _run(name, q, k, v, causal, descales=None):
+    """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, 128), 1 or 2 bytes per element) with
+    optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)); returns out, lse."""
+    from gfx950_emu import GlobalMemory, load_code_object, run_kernel
+    assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
+        {key: value for key, value in _assembly_offsets().items() if key != "size"}
+    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
+    batch, sq, hq, dim = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    mem = GlobalMemory()
+    addr = {n: mem.alloc_array(np.ascontiguousarray(x)) for n, x in (("q", q), ("k", k), ("v", v))}
+    addr["out"] = mem.alloc_array(np.full((batch, sq, hq, dim), BF16_NAN, np.uint16))
+    addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
+    a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"], seqlen_q=sq, seqlen_k=sk,
+                heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal), causal_offset=sk - sq,
+                softmax_scale_log2=np.log2(np.e) / np.sqrt(dim))
+    for n, x, out_bytes in (("q", q, None), ("k", k, None), ("v", v, None), ("out", None, 2)):
+        shape = q.shape if x is None else x.shape
+        item = out_bytes or x.dtype.itemsize
+        setattr(a, f"{n}_stride_seq", shape[2] * dim * item)
+        setattr(a, f"{n}_stride_head", dim * item)
+        setattr(a, f"{n}_stride_batch", shape[1] * shape[2] * dim * item)
+    for n, d in zip("qkv", descales or ()):
+        setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))
+        setattr(a, f"{n}_descale_stride_batch", hkv if d.ndim == 2 else 0)
+        setattr(a, f"{n}_descale_stride_head", 1 if d.ndim == 2 else 0)
+    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
+    run_kernel(co, name, grid=(-(-sq // 32), hq, batch), workgroup_size=64, kernarg=bytes(a), memory=mem)
+    out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim)).view(ml_dtypes.bfloat16).astype(np.float64)
+    return out, mem.read(addr["lse"], np.float32, (batch, hq, sq))
+
+
+def _quantize(x, per_head, heads_kv):
+    """e4m3 codes and FA3-style descales (per tensor, or per (batch, KV head) shared by a q head group)."""
+    batch, seq, heads, dim = x.shape
+    groups = np.abs(x).reshape(batch, seq, heads_kv, -1)
+    amax = groups.max(axis=(1, 3)) if per_head else np.abs(x).max()
+    descale = np.asarray(np.maximum(amax, 1e-12) / 448.0, np.float32)
+    scale = np.repeat(descale, heads // heads_kv, axis=1)[:, None, :, None] if per_head else descale
+    codes = (x / scale).astype(ml_dtypes.float8_e4m3fn)
+    return codes, descale, codes.astype(np.float64) * scale
+
+
+@pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 40, 200, 2, 2), (2, 70, 130, 2, 1)],
+                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fwd_fp8_hd128(shape, causal, per_head):
+    """Against the numpy model of the same pipeline (exp-free codes at the running max of each 64-key tile):
+    only the bf16 rounding of the output (and float32 accumulation) may separate them; and against float64
+    attention of the dequantized inputs within 1.5x the error of the model itself."""
+    batch, sq, sk, hq, hkv = shape
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(rng.standard_normal((batch, s, h, 128)), per_head, hkv)
+                                                for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    out, lse = _run("fwd_fp8_hd128", q8, k8, v8, causal, (qd, kd, vd))
+    assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
+    q_model_descale = np.repeat(qd, hq // hkv, axis=1) if per_head else qd
+    model, model_lse = fp8.attention_fp8_model(q8.view(np.uint8), k8.view(np.uint8), v8.view(np.uint8),
+                                               q_model_descale, kd, vd, causal=causal, kv_tile=64, return_lse=True)
+    rounding = reference.relative_l2(model.astype(ml_dtypes.bfloat16).astype(np.float64), model)
+    assert reference.relative_l2(out, model) <= 1.5 * rounding + 1e-6, \
+        f"seed {seed}: against the model {reference.error_report(out, model)}; bf16 rounding {rounding:.3e}"
+    assert np.abs(lse - model_lse).max() < 1e-3 * max(1.0, np.abs(model_lse).max()), f"seed {seed}: lse"
+    ref = reference.attention_reference(qx, kx, vx, causal=causal)
+    model_err = reference.relative_l2(model, ref)
+    assert reference.relative_l2(out, ref) <= 1.5 * model_err + rounding, f"seed {seed}: against float64"

@@ -102,12 +102,23 @@ def test_resources_within_plan(name):
     assert used < meta["vgpr_count"], f"the code touches v{used}, beyond the declared {meta['vgpr_count']}"
 
 
-@pytest.mark.parametrize("name, mfma", [("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16")])
-def test_instruction_mix(name, mfma):
+@pytest.mark.parametrize("name, mfma, count", [
+    ("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16", 16),    # per 32-key tile: 8 for S, 8 for P.V
+    ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 8),    # per 64-key tile: 2 x 2 for S, 4 for P.V
+])
+def test_instruction_mix(name, mfma, count):
     mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
-    assert mnemonics.count(mfma) == 16, "8 MFMAs for S and 8 for P.V per KV tile"
+    assert mnemonics.count(mfma) == count
+    assert not [m for m in mnemonics if m.startswith("v_mfma") and m != mfma], "only the full-rate MFMA"
     assert not [m for m in mnemonics if m.startswith(("scratch_", "buffer_", "flat_"))], \
         "no scratch, buffer or generic flat memory instructions"
+
+
+def test_fp8_kernel_is_exp_free():
+    """The fp8 probabilities come from one FMA per score: v_exp_f32 only for the per-tile rescale."""
+    mnemonics = [m.removesuffix("_e32").removesuffix("_e64")
+                 for _, m, _ in gfx950_lint.disassemble(str(code_object("fwd_fp8_hd128")))]
+    assert mnemonics.count("v_exp_f32") == 1 and mnemonics.count("v_fma_f32") >= 32
 
 
 @pytest.mark.parametrize("name", KERNELS)

@@ -66,6 +66,7 @@ _LOADS = {  # mnemonic: (bytes, how the loaded bytes become the destination dwor
     "global_load_dwordx3": (12, "full"), "global_load_dwordx4": (16, "full"),
     "global_load_ushort": (2, "zext"), "global_load_ubyte": (1, "zext"),
     "global_load_short_d16": (2, "lo16"), "global_load_short_d16_hi": (2, "hi16"),
+    "global_load_ubyte_d16": (1, "lo16"), "global_load_ubyte_d16_hi": (1, "hi16"),
 }
 
 

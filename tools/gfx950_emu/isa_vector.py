@@ -19,6 +19,7 @@ approximations, all deliberate:
   "V_PERMLANE32_SWAP_B32"); it is applied to all lane pairs regardless of EXEC
   (assumption: the kernels run it with EXEC all ones).
 """
+import ml_dtypes
 import numpy as np
 
 from .isa import semantics
@@ -207,6 +208,18 @@ def v_cvt_pk_bf16_f32(wave, ins, ctx):
     lo = f32_to_bf16_bits(_f(wave, ins, 1))
     hi = f32_to_bf16_bits(_f(wave, ins, 2))
     wave.write_lanes(ins.ops[0], lo | (hi << U32(16)), ins)
+
+
+_E4M3_TO_F32 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+
+@semantics("v_cvt_pk_f32_fp8")
+def v_cvt_pk_f32_fp8(wave, ins, ctx):
+    """D[0] = f32(S0 byte 0), D[1] = f32(S0 byte 1), the bytes read as OCP e4m3 (gfx950's fp8; exact)."""
+    x = _u(wave, ins, 1)
+    lo = _E4M3_TO_F32[x & U32(0xFF)]
+    hi = _E4M3_TO_F32[(x >> U32(8)) & U32(0xFF)]
+    wave.write_lanes(ins.ops[0], np.stack([lo.view(U32), hi.view(U32)]), ins)
 
 
 # ---- float arithmetic ------------------------------------------------------------------

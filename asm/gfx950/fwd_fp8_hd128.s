@@ -1,0 +1,261 @@
+// fwd_fp8_hd128: causal (or full) attention forward, fp8 e4m3 (OCP) in, bf16 out, head dim 128, gfx950.
+//
+// First version, as fwd_bf16_hd128: one wave64 per workgroup, 32 query rows of one head, operands straight
+// from global memory, with the full-rate v_mfma_f32_32x32x64_f8f6f4 (e4m3 A and B). Per loop iteration a
+// KV tile of 64 keys (two S^T tiles of 32, since P.V contracts over 64 keys):
+//   S^T_T = K_T Q^T                  2 MFMAs per tile T, A = K (32 keys x 64 dims), B = Q^T (64 dims x queries)
+//   masked to -inf where key > limit(query); m_new = max(m, max_keys S * scale)
+//   P codes = the e4m3 code of 2^(S * scale - m_new + 8), exp-free: one FMA with the magic constant 1.5 * 2^15
+//             puts round(8 (S * scale - m_new) + 120 - 0.34) into byte 1, an integer max clamps it at 0,
+//             a shift-or packs four codes per register (the same numerics as the Hopper kernel,
+//             cuda/expfree.cuh; numpy model flashprefill.fp8.expfree_codes)
+//   l = l 2^(m - m_new) + sum of the codes decoded (the P that P.V uses); O^T *= 2^(m - m_new)
+//   O^T += V^T P^T                   4 MFMAs, A = V^T (32 dims x 64 keys), B = P^T (64 keys x queries)
+// then O = O^T * v_descale / l (rows < seqlen_q), lse = ln 2 (m - 8 + log2 l). scale = softmax_scale log2(e)
+// q_descale k_descale: the fp8 descales (per tensor or per (batch, kv head)) fold into it.
+//
+// MFMA v_mfma_f32_32x32x64_f8f6f4 layouts (lane L, h = L / 32; element j of a lane's 32 bytes, 8 VGPRs):
+//   A[i][k]: i = L % 32, k = 32 (j / 16) + 16 h + j % 16     B[k][n]: n = L % 32, likewise
+//   D[i][n]: n = L % 32, i = 8 (r / 4) + 4 h + r % 4 for accumulator register r = 0..15
+// After the two S^T tiles a lane holds query L % 32 and keys 32 T + 8 (r / 4) + 4 h + r % 4. P^T enters
+// the next MFMA's B as it lies: element j = register j % 16 of tile j / 16, so the contraction index
+// (h, j) names key 32 (j / 16) + 8 ((j % 16) / 4) + 4 h + j % 4 — four consecutive keys per VGPR — and
+// the V^T operand is gathered in that same order.
+//
+// Contract: fwd_common.inc (arguments, grid, entry registers, no LDS); registers below.
+
+.include "fwd_common.inc"
+
+.set kTileKeys, 64      // keys per loop iteration: the K of the P.V MFMA
+.set kTileKeysLog2, 6
+.set kPOffsetLog2, 8    // p' = 2^(t - m + 8): the row max lands on code 0x78 (256)
+.set kMagicBits, 0x47400000   // 1.5 * 2^15
+.set kRowBaseBits, 0x47407829 // float32(1.5 * 2^15 + 56 - 0.34 + 8 * kPOffsetLog2 + 0.5)
+.set kMinusEightBits, 0xc1000000
+.if kHeadDim != 128 || kBlockQ != 32 || kBlockKey != 32 || kPOffsetLog2 != 8
+.error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
+.endif
+
+// ---- SGPRs from 77 (fwd_common.inc has the rest) ----------------------------------------------------------
+.set s_scale_qk, 77     // softmax_scale * log2(e) * q_descale * k_descale
+.set s_scale8, 78       // 8 * s_scale_qk
+.set s_q_factor, 79
+.set s_k_factor, 80
+
+// ---- VGPRs from 24 (0..23: fwd_common.inc) ----------------------------------------------------------------
+.set v_q, 24            // v[24:39]   B = Q^T, K-step s in v[v_q + 8 s : + 7]
+.set v_k, 40            // v[40:71]   A = K, S tile T and K-step s in v[v_k + 16 T + 8 s : + 7]
+.set v_v, 72            // v[72:103]  A = V^T, dim block c in v[v_v + 8 c : + 7]
+.set v_s, 104           // v[104:135] S^T, S tile T in v[v_s + 16 T : + 15]
+.set v_p, 136           // v[136:143] B = P^T codes (and epilogue scratch)
+.set v_o, 144           // v[144:207] O^T, dim block c in v[v_o + 16 c : + 15]
+.set v_bytes, 208       // v[208:215] V bytes of one row group: dim block c in v_bytes + 2 c (rows 0, 2), + 1 (rows 1, 3)
+.set v_vrow, 216        // v[216:223] addresses of the 4 rows of one group
+.set v_row_constant, 224
+.set v_end, 226
+
+.text
+.globl fwd_fp8_hd128
+.p2align 8
+.type fwd_fp8_hd128,@function
+fwd_fp8_hd128:
+    fwd_prologue
+
+    // scale_qk = scale * q_descale * k_descale, scale8 = 8 scale_qk; O is scaled by v_descale at the end
+    load_descale s_q_factor, s_q_descale, s_q_descale_sb
+    load_descale s_k_factor, s_k_descale, s_k_descale_sb
+    load_descale s_out_scale, s_v_descale, s_v_descale_sb
+    v_mov_b32 v[v_t0], s[s_scale]
+    v_mul_f32 v[v_t0], s[s_q_factor], v[v_t0]
+    v_mul_f32 v[v_t0], s[s_k_factor], v[v_t0]
+    v_readfirstlane_b32 s[s_scale_qk], v[v_t0]
+    v_mul_f32 v[v_t0], 0x41000000, v[v_t0]
+    v_readfirstlane_b32 s[s_scale8], v[v_t0]
+
+    // per-lane bases: K + 16 bytes * half (dims 16 h ..), V + lane % 32 bytes (dim lane % 32)
+    v_lshlrev_b32 v[v_t0], 4, v[v_half]
+    copy_address v_kbase, s_kbase
+    add_address v_kbase, v_t0
+    copy_address v_vbase, s_vbase
+    add_address v_vbase, v_l32
+
+    // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32
+    v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
+    copy_address v_addr, s_qbase
+    row_address v_addr, v_t0, s_q_ss, v_addr
+    v_lshlrev_b32 v[v_t0], 4, v[v_half]
+    add_address v_addr, v_t0
+    .set i_, 0
+    .rept 4
+    global_load_dwordx4 v[v_q + 4 * i_:v_q + 4 * i_ + 3], v[v_addr:v_addr + 1], off offset:32 * i_
+    .set i_, i_ + 1
+    .endr
+
+.Ltile:
+    // A = K for S tiles T = 0, 1: lane (key key0 + 32 T + lane % 32, clamped), laid out as Q
+    .set T_, 0
+    .rept 2
+    v_add_u32 v[v_t0], s[s_key0], v[v_l32]
+    v_add_u32 v[v_t0], 32 * T_, v[v_t0]
+    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
+    row_address v_addr, v_t0, s_k_ss, v_kbase
+    .set i_, 0
+    .rept 4
+    global_load_dwordx4 v[v_k + 16 * T_ + 4 * i_:v_k + 16 * T_ + 4 * i_ + 3], v[v_addr:v_addr + 1], off offset:32 * i_
+    .set i_, i_ + 1
+    .endr
+    .set T_, T_ + 1
+    .endr
+
+    // A = V^T: VGPR w = 4 T + g of dim block c holds keys key0 + 32 T + 8 g + 4 h + e, e = 0..3, at dim
+    // 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of another, then
+    // merged as bytes e = 0..3
+    .set w_, 0
+    .rept 8
+    v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
+    v_add_u32 v[v_t1], 32 * (w_ / 4) + 8 * (w_ % 4), v[v_t1]
+    .set e_, 0
+    .rept 4
+    v_add_u32 v[v_t0], e_, v[v_t1]
+    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
+    row_address v_vrow + 2 * e_, v_t0, s_v_ss, v_vbase
+    .set e_, e_ + 1
+    .endr
+    .set c_, 0
+    .rept kHeadDim / 32
+    global_load_ubyte_d16 v[v_bytes + 2 * c_], v[v_vrow:v_vrow + 1], off offset:32 * c_
+    global_load_ubyte_d16 v[v_bytes + 2 * c_ + 1], v[v_vrow + 2:v_vrow + 3], off offset:32 * c_
+    global_load_ubyte_d16_hi v[v_bytes + 2 * c_], v[v_vrow + 4:v_vrow + 5], off offset:32 * c_
+    global_load_ubyte_d16_hi v[v_bytes + 2 * c_ + 1], v[v_vrow + 6:v_vrow + 7], off offset:32 * c_
+    .set c_, c_ + 1
+    .endr
+    s_waitcnt vmcnt(0)
+    .set c_, 0
+    .rept kHeadDim / 32
+    v_lshl_or_b32 v[v_v + 8 * c_ + w_], v[v_bytes + 2 * c_ + 1], 8, v[v_bytes + 2 * c_]
+    .set c_, c_ + 1
+    .endr
+    .set w_, w_ + 1
+    .endr
+
+    // S^T_T = K_T Q^T
+    .set T_, 0
+    .rept 2
+    v_mfma_f32_32x32x64_f8f6f4 v[v_s + 16 * T_:v_s + 16 * T_ + 15], v[v_k + 16 * T_:v_k + 16 * T_ + 7], v[v_q:v_q + 7], 0
+    v_mfma_f32_32x32x64_f8f6f4 v[v_s + 16 * T_:v_s + 16 * T_ + 15], v[v_k + 16 * T_ + 8:v_k + 16 * T_ + 15], v[v_q + 8:v_q + 15], v[v_s + 16 * T_:v_s + 16 * T_ + 15]
+    .set T_, T_ + 1
+    .endr
+    wait_mfma_result
+
+    // -inf where key0 + 4 h + (32 T + 8 (r / 4) + r % 4) > limit, i.e. where the offset > room
+    v_add_u32 v[v_t0], s[s_key0], v[v_key4h]
+    v_sub_u32 v[v_t2], v[v_limit], v[v_t0]
+    .set r_, 0
+    .rept 32
+    v_cmp_gt_i32 vcc, 32 * (r_ / 16) + 8 * ((r_ % 16) / 4) + r_ % 4, v[v_t2]
+    v_cndmask_b32 v[v_s + r_], v[v_s + r_], v[v_neginf], vcc
+    .set r_, r_ + 1
+    .endr
+
+    // tile max over this lane's 32 keys and its partner's (lane ^ 32), in t units
+    v_max_f32 v[v_t0], v[v_s], v[v_s + 1]
+    .set r_, 2
+    .rept 30
+    v_max_f32 v[v_t0], v[v_t0], v[v_s + r_]
+    .set r_, r_ + 1
+    .endr
+    ds_bpermute_b32 v[v_t1], v[v_bperm], v[v_t0]
+    s_waitcnt lgkmcnt(0)
+    v_max_f32 v[v_t0], v[v_t0], v[v_t1]
+    v_mul_f32 v[v_t0], s[s_scale_qk], v[v_t0]
+    // m_new = max(m, tile max); m_used = m_new, or 0 while m_new = -inf; rescale = 2^(m - m_used)
+    v_max_f32 v[v_t0], v[v_m], v[v_t0]
+    v_cmp_eq_f32 vcc, v[v_neginf], v[v_t0]
+    v_cndmask_b32 v[v_m_used], v[v_t0], v[v_zero], vcc
+    v_sub_f32 v[v_t1], v[v_m], v[v_m_used]
+    v_exp_f32 v[v_t1], v[v_t1]
+    v_mov_b32 v[v_m], v[v_t0]
+
+    // row constant = magic + 56 - c + 8 offset + 0.5 - 8 m_used (one rounding, as fmaf(-8, m, K))
+    v_mul_f32 v[v_t0], kMinusEightBits, v[v_m_used]
+    v_add_f32 v[v_row_constant], kRowBaseBits, v[v_t0]
+    // codes: byte 1 of max(fma(S, scale8, row constant), magic); VGPR w packs registers 4 w .. 4 w + 3
+    .set r_, 0
+    .rept 32
+    v_fma_f32 v[v_s + r_], v[v_s + r_], s[s_scale8], v[v_row_constant]
+    v_max_i32 v[v_s + r_], kMagicBits, v[v_s + r_]
+    v_lshrrev_b32 v[v_s + r_], 8, v[v_s + r_]
+    v_and_b32 v[v_s + r_], 0xff, v[v_s + r_]
+    .set r_, r_ + 1
+    .endr
+    .set w_, 0
+    .rept 8
+    v_lshl_or_b32 v[v_t0], v[v_s + 4 * w_ + 1], 8, v[v_s + 4 * w_]
+    v_lshl_or_b32 v[v_t0], v[v_s + 4 * w_ + 2], 16, v[v_t0]
+    v_lshl_or_b32 v[v_p + w_], v[v_s + 4 * w_ + 3], 24, v[v_t0]
+    .set w_, w_ + 1
+    .endr
+
+    // l = l * rescale + the codes decoded (exact: what P.V multiplies by)
+    v_mov_b32 v[v_t2], 0
+    .set w_, 0
+    .rept 8
+    v_cvt_pk_f32_fp8 v[v_s:v_s + 1], v[v_p + w_]
+    v_lshrrev_b32 v[v_t0], 16, v[v_p + w_]
+    v_cvt_pk_f32_fp8 v[v_s + 2:v_s + 3], v[v_t0]
+    v_add_f32 v[v_t2], v[v_t2], v[v_s]
+    v_add_f32 v[v_t2], v[v_t2], v[v_s + 1]
+    v_add_f32 v[v_t2], v[v_t2], v[v_s + 2]
+    v_add_f32 v[v_t2], v[v_t2], v[v_s + 3]
+    .set w_, w_ + 1
+    .endr
+    v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
+
+    // O^T *= rescale
+    .set i_, 0
+    .rept 64
+    v_mul_f32 v[v_o + i_], v[v_o + i_], v[v_t1]
+    .set i_, i_ + 1
+    .endr
+    s_nop 4
+
+    // O^T += V^T P^T
+    .set c_, 0
+    .rept kHeadDim / 32
+    v_mfma_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15]
+    .set c_, c_ + 1
+    .endr
+    wait_mfma_result
+
+    s_add_u32 s[s_key0], s[s_key0], kTileKeys
+    s_add_u32 s[s_n], s[s_n], 1
+    s_cmp_lt_u32 s[s_n], s[s_n_end]
+    s_cbranch_scc1 .Ltile
+
+    // the codes were 2^8 times p: lse = ln 2 (m_used - 8 + log2 l)
+    v_subrev_f32 v[v_m_used], 0x41000000, v[v_m_used]
+    fwd_epilogue
+.Lfwd_fp8_hd128_end:
+    .size fwd_fp8_hd128, .Lfwd_fp8_hd128_end - fwd_fp8_hd128
+
+fwd_kernel_descriptor fwd_fp8_hd128
+
+.amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.kernels:
+  - .name: fwd_fp8_hd128
+    .symbol: fwd_fp8_hd128.kd
+    .kernarg_segment_size: 184
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .wavefront_size: 64
+    .max_flat_workgroup_size: 64
+    .sgpr_count: 88
+    .vgpr_count: 226
+    .agpr_count: 0
+    .args:
+      - { .size: 184, .offset: 0, .value_kind: by_value }
+...
+.end_amdgpu_metadata
