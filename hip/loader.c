@@ -12,11 +12,21 @@
 
 static const char *const hip_library_names[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"};
 
+/* The embedded code objects, by fp_gfx950_kernel. */
+static const struct {
+    const char *name;
+    const unsigned char *image;
+    const uint64_t *size;
+} code_objects[FP_GFX950_KERNEL_COUNT] = {
+    [FP_GFX950_FWD_BF16_HD128] = {"fwd_bf16_hd128", fp_gfx950_fwd_bf16_hd128_co, &fp_gfx950_fwd_bf16_hd128_co_size},
+    [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
+};
+
 typedef struct loaded {
     flashprefill_status status;
     char message[384];
     fp_hip_api api;
-    hipFunction_t fwd_bf16_hd128;
+    hipFunction_t functions[FP_GFX950_KERNEL_COUNT];
 } loaded;
 
 static loaded state;
@@ -81,18 +91,18 @@ static void load_once(void)
         fail(FLASHPREFILL_ERROR_NO_DEVICE, "the HIP runtime sees no GPU");
         return;
     }
-    if (load_kernel(fp_gfx950_fwd_bf16_hd128_co, fp_gfx950_fwd_bf16_hd128_co_size, "fwd_bf16_hd128",
-                    &state.fwd_bf16_hd128))
-        return;
+    for (int k = 0; k < FP_GFX950_KERNEL_COUNT; ++k)
+        if (load_kernel(code_objects[k].image, *code_objects[k].size, code_objects[k].name, &state.functions[k]))
+            return;
     state.status = FLASHPREFILL_SUCCESS;
 }
 
-flashprefill_status fp_hip_load(const fp_hip_api **api, hipFunction_t *fwd_bf16_hd128)
+flashprefill_status fp_hip_load(const fp_hip_api **api, fp_gfx950_kernel kernel, hipFunction_t *function)
 {
     pthread_once(&once, load_once);
     if (state.status)
         return fp_fail(state.status, "%s", state.message);
     *api = &state.api;
-    *fwd_bf16_hd128 = state.fwd_bf16_hd128;
+    *function = state.functions[kernel];
     return FLASHPREFILL_SUCCESS;
 }

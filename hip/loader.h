@@ -5,8 +5,15 @@
 #include "backend.h"
 #include "hip_runtime.h"
 
-/* Loads everything on the first call (thread-safe), then hands out the API and the kernel functions.
+/* The kernels of the embedded code objects. */
+typedef enum fp_gfx950_kernel {
+    FP_GFX950_FWD_BF16_HD128,
+    FP_GFX950_FWD_FP8_HD128,
+    FP_GFX950_KERNEL_COUNT
+} fp_gfx950_kernel;
+
+/* Loads everything on the first call (thread-safe), then hands out the API and one kernel's function.
    FLASHPREFILL_SUCCESS, or NO_DEVICE / NOT_SUPPORTED with the last error set, the same on every call. */
-flashprefill_status fp_hip_load(const fp_hip_api **api, hipFunction_t *fwd_bf16_hd128);
+flashprefill_status fp_hip_load(const fp_hip_api **api, fp_gfx950_kernel kernel, hipFunction_t *function);
 
 #endif /* FLASHPREFILL_GFX950_LOADER_H */

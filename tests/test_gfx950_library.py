@@ -3,6 +3,7 @@ ABI and validation as the CUDA library, a clean NO_DEVICE when libamdhip64.so is
 check of the embedded code object's kernel descriptor against a gfx950 CU."""
 import ctypes
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -45,9 +46,12 @@ def params(dtype=DType.BF16, seq=200, heads_q=8, heads_kv=2, dim=128):
     return p
 
 
-def test_supports_bf16_hd128_only(lib):
+def test_supports_hd128_bf16_and_fp8(lib):
     assert lib.flashprefill_supports(ctypes.byref(params())) == Status.SUCCESS
-    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3))) == Status.ERROR_NOT_SUPPORTED
+    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3))) == Status.SUCCESS
+    fp8_blocks = params(DType.FP8_E4M3)
+    fp8_blocks.k_descale.kind, fp8_blocks.k_descale.block_tokens, fp8_blocks.k_descale.exponents = 3, 128, 0x7F4000000000
+    assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.ERROR_NOT_SUPPORTED
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
 
 
@@ -67,16 +71,19 @@ def test_forward_without_rocm_is_a_clean_status(lib):
     assert lib.flashprefill_forward(ctypes.byref(params()), None) == Status.ERROR_NO_DEVICE  # same answer again
 
 
-def test_descriptor_resources_match_metadata(lib):
-    image = CODE_OBJECT.read_bytes()
+@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_fp8_hd128"])
+def test_descriptor_resources_match_metadata(lib, kernel):
+    path = ROOT / "build" / "gfx950" / f"{kernel}.co"
+    image = path.read_bytes()
     r = Resources()
-    assert lib.fp_code_object_resources(image, len(image), b"fwd_bf16_hd128", ctypes.byref(r)) == Status.SUCCESS
+    assert lib.fp_code_object_resources(image, len(image), kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
     if shutil.which("llvm-readelf-22"):
-        notes = subprocess.run(["llvm-readelf-22", "--notes", str(CODE_OBJECT)], capture_output=True, text=True,
+        notes = subprocess.run(["llvm-readelf-22", "--notes", str(path)], capture_output=True, text=True,
                                check=True).stdout
-        assert f".vgpr_count:     {r.vgprs}" in notes or f".vgpr_count: {r.vgprs}" in notes, notes
+        declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
+        assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
     assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 184)
-    assert lib.fp_check_resources(b"fwd_bf16_hd128", ctypes.byref(r)) == Status.SUCCESS
+    assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 
 @pytest.mark.parametrize("field, value, message", [("lds_bytes", 200 * 1024, b"bytes of LDS"),
