@@ -112,34 +112,14 @@ fwd_bf16_hd128:
     .endr
     wait_mfma_result
 
-    // t = S * scale_log2; -inf where key0 + 4 h + (8 (r / 4) + r % 4) > limit, i.e. where the offset > room
-    v_add_u32 v[v_t0], s[s_key0], v[v_key4h]
-    v_sub_u32 v[v_t2], v[v_limit], v[v_t0]
+    // t = S * scale_log2, masked; the online max
     .set r_, 0
     .rept 16
     v_mul_f32 v[v_s + r_], s[s_scale], v[v_s + r_]
-    v_cmp_gt_i32 vcc, 8 * (r_ / 4) + r_ % 4, v[v_t2]
-    v_cndmask_b32 v[v_s + r_], v[v_s + r_], v[v_neginf], vcc
     .set r_, r_ + 1
     .endr
-
-    // tile max over this lane's 16 keys and its partner's (lane ^ 32)
-    v_max_f32 v[v_t0], v[v_s], v[v_s + 1]
-    .set r_, 2
-    .rept 14
-    v_max_f32 v[v_t0], v[v_t0], v[v_s + r_]
-    .set r_, r_ + 1
-    .endr
-    ds_bpermute_b32 v[v_t1], v[v_bperm], v[v_t0]
-    s_waitcnt lgkmcnt(0)
-    v_max_f32 v[v_t0], v[v_t0], v[v_t1]
-    // m_new = max(m, tile max); m_used = m_new, or 0 while m_new = -inf; rescale = 2^(m - m_used)
-    v_max_f32 v[v_t0], v[v_m], v[v_t0]
-    v_cmp_eq_f32 vcc, v[v_neginf], v[v_t0]
-    v_cndmask_b32 v[v_m_used], v[v_t0], v[v_zero], vcc
-    v_sub_f32 v[v_t1], v[v_m], v[v_m_used]
-    v_exp_f32 v[v_t1], v[v_t1]
-    v_mov_b32 v[v_m], v[v_t0]
+    mask_scores 16
+    online_max 16
 
     // p = 2^(t - m_used); l = l * rescale + sum p
     .set r_, 0
@@ -156,12 +136,7 @@ fwd_bf16_hd128:
     .endr
     v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
 
-    // O^T *= rescale
-    .set i_, 0
-    .rept 64
-    v_mul_f32 v[v_o + i_], v[v_o + i_], v[v_t1]
-    .set i_, i_ + 1
-    .endr
+    rescale_o
 
     // B = P^T: K-step u, element pair t = registers 8 u + 2 t, + 1
     .set u_, 0
