@@ -149,11 +149,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const float scale_log2 = args.softmax_scale_log2 * read_descale(args.q_descale, batch, head_kv) *
                              read_descale(args.k_descale, batch, head_kv);
 
-    const uint32_t q_base = ptx::smem_addr(ss.q) + consumer_index * Config::kRowsPerWarpgroup * kChunkBytes;
-    auto qk_descs = [&](int stage, int step, uint64_t &desc_q, uint64_t &desc_k) {
+    // Q stays in registers as the A operand of every S = Q K^T: half the shared-memory reads of S.
+    uint32_t q_frag[kQkSteps][4];
+    auto load_q_fragments = [&]() {
+        // ldmatrix.x4 per K step: matrices (rows 0-7 | 8-15 of this warp's 16) x (bytes 0-15 | 16-31 of the step)
+        const uint32_t matrix = lane / 8;
+        const uint32_t row = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + 8 * (matrix % 2) + lane % 8;
+#pragma unroll
+        for (int step = 0; step < kQkSteps; ++step) {
+            const uint32_t chunk = step / kStepsPerChunk;
+            const uint32_t byte_col = (step % kStepsPerChunk) * kStepBytes + 16 * (matrix / 2);
+            ptx::ldmatrix_x4(q_frag[step], ptx::smem_addr(ss.q) + chunk * Config::kBlockM * kChunkBytes +
+                                               sw128_offset(row, byte_col));
+        }
+    };
+    auto k_desc = [&](int stage, int step) {
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        desc_q = wgmma_desc_sw128(q_base + chunk * Config::kBlockM * kChunkBytes + within, 16);
-        desc_k = wgmma_desc_sw128(ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * kChunkBytes + within, 16);
+        return wgmma_desc_sw128(ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * kChunkBytes + within, 16);
     };
 
     float o[kAccRegs];
@@ -180,12 +192,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             if constexpr (Config::kIsFp8) {
                 const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.vt[stage]) + step * kStepBytes, 16);
-                ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v);
+                ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16), step > 0);
             } else {
                 const uint64_t desc_v = wgmma_desc_sw128(
                     ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * kChunkBytes, Config::kBlockN * kChunkBytes);
-                ptx::wgmma_m64n128k16_f32_bf16_rs_tb(o, a, desc_v);
+                ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
             }
         }
     };
@@ -201,12 +213,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     auto issue_qk = [&](int stage) {
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
-            uint64_t desc_q, desc_k;
-            qk_descs(stage, step, desc_q, desc_k);
             if constexpr (Config::kIsFp8)
-                ptx::wgmma_m64n128k32_f32_e4m3_ss(s, desc_q, desc_k, step > 0);
+                ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(stage, step), step > 0);
             else
-                ptx::wgmma_m64n128k16_f32_bf16_ss(s, desc_q, desc_k, step > 0);
+                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(stage, step), step > 0);
         }
         ptx::wgmma_commit_group();
     };
@@ -257,6 +267,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (consumer_index == 1)
         ptx::bar_arrive(static_cast<uint32_t>(NamedBarrier::kConsumer0Turn), kTurnThreads);  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, 0);
+    load_q_fragments();
 
     {  // iteration 0: no P.V yet
         ptx::mbarrier_wait_parity(&ss.k_full[0], 0);

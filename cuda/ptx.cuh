@@ -26,6 +26,18 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (9.7.9.26): four 8x8 matrices of 16-bit elements; lane t gives
+// the address of row t % 8 of matrix t / 8 and receives, of each matrix i in r[i], row t / 4, elements
+// 2 (t % 4) and 2 (t % 4) + 1: exactly the A fragment of an m16n8k16 / wgmma k16 step (also of fp8 k32,
+// whose 16-byte rows are 8 pairs of bytes).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
 // ---- mbarrier (9.7.13.15) --------------------------------------------------------------------------------
 
 // mbarrier.init.shared::cta.b64: a barrier that completes a phase after `arrivals` arrivals (and the
@@ -181,49 +193,31 @@ __device__ __forceinline__ void fence_registers(uint32_t (&r)[N])
         "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),           \
         "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A and B from shared memory (descriptors), both K-major.
-// scale_d = 0 overwrites the accumulators instead of adding.
-__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A from registers (4 x bf16x2, the A fragment layout),
+// B from shared memory: K-major (kTransB = 0, as K is stored for Q K^T) or MN-major (kTransB = 1, as V is
+// stored for P V). scale_d = 0 overwrites the accumulators.
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
                                                              uint32_t scale_d)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+    static_assert(kTransB == 0 || kTransB == 1, "imm-trans-b is 0 or 1");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                  : FP_WGMMA_D64_OPERANDS(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
-// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A from registers (4 x bf16x2), B from shared memory
-// MN-major (transposed: imm-trans-b = 1), as V is stored (keys x dim, dim contiguous).
-__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs_tb(float (&d)[64], const uint32_t (&a)[4],
-                                                                uint64_t desc_b)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64
-                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                 : FP_WGMMA_D64_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-
-// wgmma.mma_async m64n128k32 f32 += e4m3 * e4m3, A and B from shared memory, both K-major (the only
-// layout fp8 wgmma has). scale_d = 0 overwrites the accumulators.
-__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                                             uint32_t scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
-                 ", %64, %65, p, 1, 1;\n}\n"
-                 : FP_WGMMA_D64_OPERANDS(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
 }
 
 // wgmma.mma_async m64n128k32 f32 += e4m3 * e4m3, A from registers (4 x e4m3x4), B K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], const uint32_t (&a)[4],
-                                                             uint64_t desc_b)
+// scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                             uint32_t scale_d)
 {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
-                 ", {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " FP_WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
                  : FP_WGMMA_D64_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
 // wgmma.mma_async m64n8k32 f32 += e4m3 * e4m3, A from registers, B K-major in shared memory: with B all
