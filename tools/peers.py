@@ -1,7 +1,8 @@
 """The attention implementations the benchmark runs side by side, each as `setup(inputs) -> run()`.
 
 inputs: dict of torch CUDA tensors in (batch, seq, heads, dim) layout: q, k, v (bf16) and q8, k8, v8 (fp8 e4m3)
-with FA3-style descales qd, kd, vd (float32, (batch, heads_kv)). Every setup raises PeerUnavailable with the
+with FA3-style descales qd, kd, vd (float32, (batch, heads_kv)). run() returns the output (SDPA's in its own
+(batch, heads, seq, dim) layout; cuDNN fp8's as uint8 e4m3 codes). Every setup raises PeerUnavailable with the
 reason when its library is missing or refuses the shape, so the benchmark reports it instead of failing.
 """
 import math
@@ -128,7 +129,11 @@ def cudnn_fp8(x):
     pack.update({q: q8, k: k8, v: v8, o: out, amax_s: torch.empty(1, device="cuda"),
                  amax_o: torch.empty(1, device="cuda")})
     workspace = torch.empty(graph.get_workspace_size(), device="cuda", dtype=torch.uint8)
-    return lambda: graph.execute(pack, workspace, handle=handle)
+
+    def run():
+        graph.execute(pack, workspace, handle=handle)
+        return out
+    return run
 
 
 PEERS = {
