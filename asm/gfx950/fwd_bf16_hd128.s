@@ -162,33 +162,10 @@ fwd_bf16_hd128:
     .endr
     wait_mfma_result
 
-    s_add_u32 s[s_key0], s[s_key0], kBlockKey
-    s_add_u32 s[s_n], s[s_n], 1
-    s_cmp_lt_u32 s[s_n], s[s_n_end]
-    s_cbranch_scc1 .Ltile
+    next_tile
 
     fwd_epilogue
 .Lfwd_bf16_hd128_end:
     .size fwd_bf16_hd128, .Lfwd_bf16_hd128_end - fwd_bf16_hd128
 
-fwd_kernel_descriptor fwd_bf16_hd128
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.kernels:
-  - .name: fwd_bf16_hd128
-    .symbol: fwd_bf16_hd128.kd
-    .kernarg_segment_size: 184
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .max_flat_workgroup_size: 64
-    .sgpr_count: 80
-    .vgpr_count: 240
-    .agpr_count: 0
-    .args:
-      - { .size: 184, .offset: 0, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+fwd_kernel_descriptor fwd_bf16_hd128, 240, 80

@@ -197,10 +197,7 @@ fwd_fp8_hd128:
     .endr
     wait_mfma_result
 
-    s_add_u32 s[s_key0], s[s_key0], kTileKeys
-    s_add_u32 s[s_n], s[s_n], 1
-    s_cmp_lt_u32 s[s_n], s[s_n_end]
-    s_cbranch_scc1 .Ltile
+    next_tile
 
     // the codes were 2^8 times p: lse = ln 2 (m_used - 8 + log2 l)
     v_subrev_f32 v[v_m_used], 0x41000000, v[v_m_used]
@@ -208,24 +205,4 @@ fwd_fp8_hd128:
 .Lfwd_fp8_hd128_end:
     .size fwd_fp8_hd128, .Lfwd_fp8_hd128_end - fwd_fp8_hd128
 
-fwd_kernel_descriptor fwd_fp8_hd128
-
-.amdgpu_metadata
----
-amdhsa.version: [ 1, 2 ]
-amdhsa.kernels:
-  - .name: fwd_fp8_hd128
-    .symbol: fwd_fp8_hd128.kd
-    .kernarg_segment_size: 184
-    .kernarg_segment_align: 8
-    .group_segment_fixed_size: 0
-    .private_segment_fixed_size: 0
-    .wavefront_size: 64
-    .max_flat_workgroup_size: 64
-    .sgpr_count: 88
-    .vgpr_count: 226
-    .agpr_count: 0
-    .args:
-      - { .size: 184, .offset: 0, .value_kind: by_value }
-...
-.end_amdgpu_metadata
+fwd_kernel_descriptor fwd_fp8_hd128, 226, 88
