@@ -193,6 +193,7 @@ flashprefill_status fp_validate(const flashprefill_params *p)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse = %p is not 4-byte aligned", (void *)p->lse);
     /* The kernels read q, k, v while they write out and lse: no byte may be shared (no in-place attention). */
     const int64_t out_bytes_span = tensor_span_bytes(&tensors[3]);
+    /* Cannot overflow: out, already checked, spans at least 16 bytes per (batch, head, query) row. */
     const int64_t lse_bytes = (int64_t)p->batch * p->heads_q * p->seqlen_q * (int64_t)sizeof(float);
     for (int i = 0; i < 3; ++i) {
         const int64_t in_bytes_span = tensor_span_bytes(&tensors[i]);
