@@ -32,6 +32,12 @@ typedef struct fp_gfx950_fwd_kernarg {
     int32_t q_descale_stride_batch, q_descale_stride_head;
     int32_t k_descale_stride_batch, k_descale_stride_head;
     int32_t v_descale_stride_batch, v_descale_stride_head;
+    /* fp8 only, instead of the factors: per-block power-of-two descales, value = code * 2^exponent, int8
+       exponents (batch, heads, blocks_per_head) with heads = heads_q for q and heads_kv for k, v; 0: none.
+       block_tokens is a multiple of 64 (one KV tile of fwd_fp8_hd128). */
+    uint64_t q_exponents, k_exponents, v_exponents;
+    int32_t q_block_tokens, k_block_tokens, v_block_tokens;
+    int32_t q_blocks_per_head, k_blocks_per_head, v_blocks_per_head;
 } fp_gfx950_fwd_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

@@ -9,7 +9,9 @@
 #include "fwd_kernarg.h"
 #include "loader.h"
 
-enum { QUERIES_PER_WORKGROUP = 32, LANES_PER_WORKGROUP = 64 };
+/* fwd_*.s: 32 queries per one-wave workgroup; fwd_fp8_hd128 takes keys 64 at a time, so a per-block scale's
+   block must hold whole tiles. */
+enum { QUERIES_PER_WORKGROUP = 32, LANES_PER_WORKGROUP = 64, KV_TILE_KEYS_FP8 = 64 };
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 
@@ -21,14 +23,33 @@ flashprefill_status fp_backend_check_device(const flashprefill_params *p)
     return fp_hip_load(&api, FP_GFX950_FWD_BF16_HD128, &fn);
 }
 
-/* A descale as fwd_fp8_hd128 reads it: factors[batch * stride_batch + head_kv * stride_head], or none. */
-static void set_descale(const flashprefill_descale *d, int32_t heads_kv, uint64_t *factors, int32_t *stride_batch,
-                        int32_t *stride_head)
+/* A descale as fwd_fp8_hd128 reads it: factors[batch * stride_batch + head_kv * stride_head], or per-block
+   exponents[(batch * heads + head) * blocks_per_head + token / block_tokens], or none (both addresses 0). */
+typedef struct descale_args {
+    uint64_t factors, exponents;
+    int32_t stride_batch, stride_head, block_tokens, blocks_per_head;
+} descale_args;
+
+static descale_args descale_of(const flashprefill_descale *d, int32_t heads_kv, int32_t seqlen)
 {
-    const int per_head = d->kind == FLASHPREFILL_DESCALE_PER_HEAD;
-    *factors = d->kind == FLASHPREFILL_DESCALE_NONE ? 0 : (uint64_t)(uintptr_t)d->factors;
-    *stride_batch = per_head ? heads_kv : 0;
-    *stride_head = per_head ? 1 : 0;
+    descale_args a = {0, 0, 0, 0, 0, 0};
+    switch (d->kind) {
+    case FLASHPREFILL_DESCALE_PER_HEAD:
+        a.stride_batch = heads_kv;
+        a.stride_head = 1;
+        /* fall through */
+    case FLASHPREFILL_DESCALE_PER_TENSOR:
+        a.factors = (uint64_t)(uintptr_t)d->factors;
+        break;
+    case FLASHPREFILL_DESCALE_PER_BLOCK:
+        a.exponents = (uint64_t)(uintptr_t)d->exponents;
+        a.block_tokens = d->block_tokens;
+        a.blocks_per_head = (seqlen + d->block_tokens - 1) / d->block_tokens;
+        break;
+    case FLASHPREFILL_DESCALE_NONE:
+        break;
+    }
+    return a;
 }
 
 static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream, fp_gfx950_kernel kernel)
@@ -61,9 +82,15 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
         .heads_per_kv = p->heads_q / p->heads_kv, .causal = p->causal, .causal_offset = p->seqlen_k - p->seqlen_q,
         .softmax_scale_log2 = p->softmax_scale * (float)M_LOG2E,
     };
-    set_descale(&p->q_descale, p->heads_kv, &a.q_descale, &a.q_descale_stride_batch, &a.q_descale_stride_head);
-    set_descale(&p->k_descale, p->heads_kv, &a.k_descale, &a.k_descale_stride_batch, &a.k_descale_stride_head);
-    set_descale(&p->v_descale, p->heads_kv, &a.v_descale, &a.v_descale_stride_batch, &a.v_descale_stride_head);
+    const descale_args dq = descale_of(&p->q_descale, p->heads_kv, p->seqlen_q);
+    const descale_args dk = descale_of(&p->k_descale, p->heads_kv, p->seqlen_k);
+    const descale_args dv = descale_of(&p->v_descale, p->heads_kv, p->seqlen_k);
+    a.q_descale = dq.factors, a.q_descale_stride_batch = dq.stride_batch, a.q_descale_stride_head = dq.stride_head;
+    a.k_descale = dk.factors, a.k_descale_stride_batch = dk.stride_batch, a.k_descale_stride_head = dk.stride_head;
+    a.v_descale = dv.factors, a.v_descale_stride_batch = dv.stride_batch, a.v_descale_stride_head = dv.stride_head;
+    a.q_exponents = dq.exponents, a.q_block_tokens = dq.block_tokens, a.q_blocks_per_head = dq.blocks_per_head;
+    a.k_exponents = dk.exponents, a.k_block_tokens = dk.block_tokens, a.k_blocks_per_head = dk.blocks_per_head;
+    a.v_exponents = dv.exponents, a.v_block_tokens = dv.block_tokens, a.v_blocks_per_head = dv.blocks_per_head;
     size_t size = sizeof a;
     void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      FP_HIP_LAUNCH_PARAM_END};
@@ -90,7 +117,7 @@ const fp_kernel_entry fp_backend_kernels[] = {
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, launch_fwd_bf16_hd128},
     {"gfx950_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
-         FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD),
-     0, launch_fwd_fp8_hd128},
+         FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
+     KV_TILE_KEYS_FP8, launch_fwd_fp8_hd128},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];

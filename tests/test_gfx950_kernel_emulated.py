@@ -38,7 +38,11 @@ class Kernarg(ctypes.Structure):
                 ("q_descale", ctypes.c_uint64), ("k_descale", ctypes.c_uint64), ("v_descale", ctypes.c_uint64),
                 ("q_descale_stride_batch", ctypes.c_int32), ("q_descale_stride_head", ctypes.c_int32),
                 ("k_descale_stride_batch", ctypes.c_int32), ("k_descale_stride_head", ctypes.c_int32),
-                ("v_descale_stride_batch", ctypes.c_int32), ("v_descale_stride_head", ctypes.c_int32)]
+                ("v_descale_stride_batch", ctypes.c_int32), ("v_descale_stride_head", ctypes.c_int32),
+                ("q_exponents", ctypes.c_uint64), ("k_exponents", ctypes.c_uint64), ("v_exponents", ctypes.c_uint64),
+                ("q_block_tokens", ctypes.c_int32), ("k_block_tokens", ctypes.c_int32), ("v_block_tokens", ctypes.c_int32),
+                ("q_blocks_per_head", ctypes.c_int32), ("k_blocks_per_head", ctypes.c_int32),
+                ("v_blocks_per_head", ctypes.c_int32)]
 
 
 def _assembly_offsets():
@@ -100,9 +104,10 @@ def test_fwd_bf16_hd128(shape, causal):
     assert np.abs(lse - ref_lse).max() < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse"
 
 
-def _run(name, q, k, v, causal, descales=None):
+def _run(name, q, k, v, causal, descales=None, blocks=None):
     """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, 128), 1 or 2 bytes per element) with
-    optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)); returns out, lse."""
+    optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)) or per-block exponents
+    ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens); returns out, lse."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
         {key: value for key, value in _assembly_offsets().items() if key != "size"}
@@ -122,6 +127,12 @@ def _run(name, q, k, v, causal, descales=None):
         setattr(a, f"{n}_stride_seq", shape[2] * dim * item)
         setattr(a, f"{n}_stride_head", dim * item)
         setattr(a, f"{n}_stride_batch", shape[1] * shape[2] * dim * item)
+    if blocks is not None:
+        exponents, block_tokens = blocks
+        for n, e in zip("qkv", exponents):
+            setattr(a, f"{n}_exponents", mem.alloc_array(np.ascontiguousarray(e, np.int8)))
+            setattr(a, f"{n}_block_tokens", block_tokens)
+            setattr(a, f"{n}_blocks_per_head", e.shape[2])
     for n, d in zip("qkv", descales or ()):
         setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))
         setattr(a, f"{n}_descale_stride_batch", hkv if d.ndim == 2 else 0)
@@ -168,3 +179,35 @@ def test_fwd_fp8_hd128(shape, causal, per_head):
     ref = reference.attention_reference(qx, kx, vx, causal=causal)
     model_err = reference.relative_l2(model, ref)
     assert reference.relative_l2(out, ref) <= 1.5 * model_err + rounding, f"seed {seed}: against float64"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("block_tokens", [64, 128])
+@pytest.mark.parametrize("shape", [(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)],
+                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fwd_fp8_hd128_block_scales(shape, block_tokens, causal):
+    """Per-block power-of-two scales (fp8.quantize_blocks): q's exponent per 32-query wave, k's folded into
+    each tile's score scale, v's through the MFMA's E8M0 block scale; against the numpy model with the
+    same per-token scales, and float64 attention of the dequantized inputs."""
+    batch, sq, sk, hq, hkv = shape
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    # uneven magnitudes across blocks, so that wrong exponents cannot go unnoticed
+    raw = [rng.standard_normal((batch, s, h, 128)) * np.exp(rng.normal(0, 2, (1, s, 1, 1)))
+           for s, h in ((sq, hq), (sk, hkv), (sk, hkv))]
+    quantized = [fp8.quantize_blocks(x, block_tokens) for x in raw]
+    codes = [c.view(ml_dtypes.float8_e4m3fn) for c, _ in quantized]
+    exponents = [e for _, e in quantized]
+    out, lse = _run("fwd_fp8_hd128", *codes, causal, blocks=(exponents, block_tokens))
+    assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
+    scales = [fp8.block_scales(e, x.shape[1], block_tokens) for e, x in zip(exponents, raw)]
+    model, model_lse = fp8.attention_fp8_model(*(c.view(np.uint8) for c in codes), *scales, causal=causal,
+                                               kv_tile=64, return_lse=True)
+    rounding = reference.relative_l2(model.astype(ml_dtypes.bfloat16).astype(np.float64), model)
+    assert reference.relative_l2(out, model) <= 1.5 * rounding + 1e-6, \
+        f"seed {seed}: against the model {reference.error_report(out, model)}; bf16 rounding {rounding:.3e}"
+    assert np.abs(lse - model_lse).max() < 1e-3 * max(1.0, np.abs(model_lse).max()), f"seed {seed}: lse"
+    dequantized = [fp8.dequantize_blocks(c, e, block_tokens) for (c, e) in quantized]
+    ref = reference.attention_reference(*dequantized, causal=causal)
+    assert reference.relative_l2(out, ref) <= 1.5 * reference.relative_l2(model, ref) + rounding, \
+        f"seed {seed}: against float64"

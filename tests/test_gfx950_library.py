@@ -51,6 +51,8 @@ def test_supports_hd128_bf16_and_fp8(lib):
     assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3))) == Status.SUCCESS
     fp8_blocks = params(DType.FP8_E4M3)
     fp8_blocks.k_descale.kind, fp8_blocks.k_descale.block_tokens, fp8_blocks.k_descale.exponents = 3, 128, 0x7F4000000000
+    assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.SUCCESS
+    fp8_blocks.k_descale.block_tokens = 96  # not whole 64-key tiles
     assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.ERROR_NOT_SUPPORTED
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
 
@@ -82,7 +84,7 @@ def test_descriptor_resources_match_metadata(lib, kernel):
                                check=True).stdout
         declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
         assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
-    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 184)
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 232)
     assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 
@@ -90,7 +92,7 @@ def test_descriptor_resources_match_metadata(lib, kernel):
                                                    ("vgprs", 520, b"VGPRs per lane"),
                                                    ("scratch_bytes", 16, b"scratch")])
 def test_oversized_kernels_are_refused(lib, field, value, message):
-    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=184, vgprs=240)
+    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=232, vgprs=240)
     setattr(r, field, value)
     assert lib.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
     assert message in lib.flashprefill_last_error()

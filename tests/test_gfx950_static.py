@@ -25,7 +25,9 @@ KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", 
                   "heads_per_kv", "causal", "causal_offset", "softmax_scale_log2", "reserved", "q_descale",
                   "k_descale", "v_descale", "q_descale_stride_batch", "q_descale_stride_head",
                   "k_descale_stride_batch", "k_descale_stride_head", "v_descale_stride_batch",
-                  "v_descale_stride_head"]
+                  "v_descale_stride_head", "q_exponents", "k_exponents", "v_exponents", "q_block_tokens",
+                  "k_block_tokens", "v_block_tokens", "q_blocks_per_head", "k_blocks_per_head",
+                  "v_blocks_per_head"]
 
 
 def code_object(name):
@@ -104,12 +106,14 @@ def test_resources_within_plan(name):
 
 @pytest.mark.parametrize("name, mfma, count", [
     ("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16", 16),    # per 32-key tile: 8 for S, 8 for P.V
-    ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 8),    # per 64-key tile: 2 x 2 for S, 4 for P.V
+    ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 4),    # per 64-key tile: 2 x 2 for S
+    ("fwd_fp8_hd128", "v_mfma_scale_f32_32x32x64_f8f6f4", 4),  # and 4 for P.V, with V's block scale
 ])
 def test_instruction_mix(name, mfma, count):
     mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
     assert mnemonics.count(mfma) == count
-    assert not [m for m in mnemonics if m.startswith("v_mfma") and m != mfma], "only the full-rate MFMA"
+    full_rate = ("v_mfma_f32_32x32x16_bf16", "v_mfma_f32_32x32x64_f8f6f4", "v_mfma_scale_f32_32x32x64_f8f6f4")
+    assert not [m for m in mnemonics if m.startswith("v_mfma") and m not in full_rate], "only full-rate MFMAs"
     assert not [m for m in mnemonics if m.startswith(("scratch_", "buffer_", "flat_"))], \
         "no scratch, buffer or generic flat memory instructions"
 

@@ -36,11 +36,14 @@
 .error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
 .endif
 
-// ---- SGPRs from 77 (fwd_common.inc has the rest) ----------------------------------------------------------
-.set s_scale_qk, 77     // softmax_scale * log2(e) * q_descale * k_descale
-.set s_scale8, 78       // 8 * s_scale_qk
-.set s_q_factor, 79
-.set s_k_factor, 80
+// ---- SGPRs from 89 (fwd_common.inc has the rest) ----------------------------------------------------------
+.set s_scale_qk, 89     // softmax_scale * log2(e) * q_descale * k_descale (of this tile's key block)
+.set s_scale8, 90       // 8 * s_scale_qk
+.set s_q_factor, 91     // q descale: a factor, or 2^exponent of this wave's query block
+.set s_k_factor, 92     // k descale: a factor, or 2^exponent of this tile's key block
+.set s_scale_q, 93      // softmax_scale * log2(e) * q descale
+.set s_exp_block, 94    // a per-block scale's block index
+.set s_heads_kv, 95
 
 // ---- VGPRs from 24 (0..23: fwd_common.inc) ----------------------------------------------------------------
 .set v_q, 24            // v[24:39]   B = Q^T, K-step s in v[v_q + 8 s : + 7]
@@ -52,7 +55,36 @@
 .set v_bytes, 208       // v[208:215] V bytes of one row group: dim block c in v_bytes + 2 c (rows 0, 2), + 1 (rows 1, 3)
 .set v_vrow, 216        // v[216:223] addresses of the 4 rows of one group
 .set v_row_constant, 224
-.set v_end, 226
+.set v_vscale, 225      // E8M0 scale of V^T in the P.V MFMA: 127 + this tile's V exponent (127: none)
+.set v_one_e8m0, 226    // 127: the E8M0 scale 1.0 of P^T
+.set v_end, 228
+
+// s[dst] = the int8 exponent (sign-extended) at exponents[(batch * s[heads] + s[head]) * s[blocks] + s[block]].
+.macro load_exponent dst, exponents, heads, head, blocks
+    s_mul_i32 s[s_t0], s[s_batch], s[\heads]
+    s_add_u32 s[s_t0], s[s_t0], s[\head]
+    s_mul_i32 s[s_t0], s[s_t0], s[\blocks]
+    s_add_u32 s[s_t0], s[s_t0], s[s_exp_block]
+    copy_address v_addr, \exponents
+    v_mov_b32 v[v_t0], s[s_t0]
+    add_address v_addr, v_t0
+    global_load_sbyte v[v_t0], v[v_addr:v_addr + 1], off
+    s_waitcnt vmcnt(0)
+    v_readfirstlane_b32 s[\dst], v[v_t0]
+.endm
+
+// s[dst] = 2^e as a float from the exponent in s[dst] (e in [-126, 127], the quantizer's range).
+.macro exponent_to_factor dst
+    s_add_i32 s[\dst], s[\dst], 127
+    s_lshl_b32 s[\dst], s[\dst], 23
+.endm
+
+// Branches to `label` when the tensor has no per-block exponents (address 0).
+.macro if_exponents exponents, label
+    s_or_b32 s[s_t0], s[\exponents], s[\exponents + 1]
+    s_cmp_eq_u32 s[s_t0], 0
+    s_cbranch_scc1 \label
+.endm
 
 .text
 .globl fwd_fp8_hd128
@@ -61,16 +93,22 @@
 fwd_fp8_hd128:
     fwd_prologue
 
-    // scale_qk = scale * q_descale * k_descale, scale8 = 8 scale_qk; O is scaled by v_descale at the end
+    // descale factors (per tensor or per (batch, kv head)); per-block exponents replace them: q's once
+    // here (a block holds whole 32-query waves), k's and v's per KV tile in the loop
     load_descale s_q_factor, s_q_descale, s_q_descale_sb
     load_descale s_k_factor, s_k_descale, s_k_descale_sb
     load_descale s_out_scale, s_v_descale, s_v_descale_sb
+    udiv s_heads_kv, s_hq, s_hpk
+    if_exponents s_q_exponents, .Lq_factor_done
+    udiv s_exp_block, s_q0, s_q_block_tokens
+    load_exponent s_q_factor, s_q_exponents, s_hq, s_head, s_q_blocks
+    exponent_to_factor s_q_factor
+.Lq_factor_done:
     v_mov_b32 v[v_t0], s[s_scale]
     v_mul_f32 v[v_t0], s[s_q_factor], v[v_t0]
-    v_mul_f32 v[v_t0], s[s_k_factor], v[v_t0]
-    v_readfirstlane_b32 s[s_scale_qk], v[v_t0]
-    v_mul_f32 v[v_t0], 0x41000000, v[v_t0]
-    v_readfirstlane_b32 s[s_scale8], v[v_t0]
+    v_readfirstlane_b32 s[s_scale_q], v[v_t0]
+    v_mov_b32 v[v_vscale], 127
+    v_mov_b32 v[v_one_e8m0], 127
 
     // per-lane bases: K + 16 bytes * half (dims 16 h ..), V + lane % 32 bytes (dim lane % 32)
     v_lshlrev_b32 v[v_t0], 4, v[v_half]
@@ -92,6 +130,24 @@ fwd_fp8_hd128:
     .endr
 
 .Ltile:
+    // this tile's key block (64 keys lie in one block): k and v exponents; scale_qk, scale8
+    if_exponents s_k_exponents, .Lk_factor_done
+    udiv s_exp_block, s_key0, s_k_block_tokens
+    load_exponent s_k_factor, s_k_exponents, s_heads_kv, s_head_kv, s_k_blocks
+    exponent_to_factor s_k_factor
+.Lk_factor_done:
+    v_mov_b32 v[v_t0], s[s_scale_q]
+    v_mul_f32 v[v_t0], s[s_k_factor], v[v_t0]
+    v_readfirstlane_b32 s[s_scale_qk], v[v_t0]
+    v_mul_f32 v[v_t0], 0x41000000, v[v_t0]
+    v_readfirstlane_b32 s[s_scale8], v[v_t0]
+    if_exponents s_v_exponents, .Lv_scale_done
+    udiv s_exp_block, s_key0, s_v_block_tokens
+    load_exponent s_t2, s_v_exponents, s_heads_kv, s_head_kv, s_v_blocks
+    s_add_i32 s[s_t2], s[s_t2], 127
+    v_mov_b32 v[v_vscale], s[s_t2]
+.Lv_scale_done:
+
     // A = K for S tiles T = 0, 1: lane (key key0 + 32 T + lane % 32, clamped), laid out as Q
     .set T_, 0
     .rept 2
@@ -189,10 +245,10 @@ fwd_fp8_hd128:
     rescale_o
     s_nop 4
 
-    // O^T += V^T P^T
+    // O^T += 2^(V exponent) V^T P^T: the E8M0 block scale of the MFMA applies the tile's V exponent exactly
     .set c_, 0
     .rept kHeadDim / 32
-    v_mfma_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15]
+    v_mfma_scale_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_vscale], v[v_one_e8m0]
     .set c_, c_ + 1
     .endr
     wait_mfma_result
@@ -205,4 +261,4 @@ fwd_fp8_hd128:
 .Lfwd_fp8_hd128_end:
     .size fwd_fp8_hd128, .Lfwd_fp8_hd128_end - fwd_fp8_hd128
 
-fwd_kernel_descriptor fwd_fp8_hd128, 226, 88
+fwd_kernel_descriptor fwd_fp8_hd128, 228, 100

@@ -67,6 +67,7 @@ _LOADS = {  # mnemonic: (bytes, how the loaded bytes become the destination dwor
     "global_load_ushort": (2, "zext"), "global_load_ubyte": (1, "zext"),
     "global_load_short_d16": (2, "lo16"), "global_load_short_d16_hi": (2, "hi16"),
     "global_load_ubyte_d16": (1, "lo16"), "global_load_ubyte_d16_hi": (1, "hi16"),
+    "global_load_sbyte": (1, "sext"),
 }
 
 
@@ -86,7 +87,9 @@ def global_load(wave, ins, ctx):
         value[:, :nbytes] = raw
         value = value.view(np.uint32)[:, 0]
         old = out[0, mask]
-        if mode == "lo16":
+        if mode == "sext":
+            value = value.astype(np.uint8).view(np.int8).astype(np.int32).view(np.uint32)
+        elif mode == "lo16":
             value = (old & np.uint32(0xFFFF0000)) | value
         elif mode == "hi16":
             value = (old & np.uint32(0xFFFF)) | (value << np.uint32(16))
