@@ -46,7 +46,8 @@ struct FwdConfig {
     // Stages of K and V in flight: three, so a tile is loaded two iterations ahead of its use (bf16: Q and
     // 3 x 64 KiB fill the 227 KiB of shared memory; fp8 also waits for each V tile's transpose).
     static constexpr int kStages = 3;
-    // setmaxnreg: producers need few registers; the consumers hold S (64), O (64), P and addresses.
+    // setmaxnreg: producers need few registers; the consumers hold S (64), O (64), P (bf16 32, fp8 16),
+    // Q (bf16 32, fp8 16) and addresses.
     // bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole register file).
     static constexpr int kProducerRegs = 40;
     static constexpr int kConsumerRegs = kIsFp8 ? 216 : 232;

@@ -3,13 +3,15 @@
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
 //                           kStages deep.
 //   fp8 only, warpgroup 1 (transposer): turns each V tile into V^T for P.V (fp8_transpose.cuh).
-//   the last two warpgroups (consumers): 64 query rows each. Per KV tile n (keys visited from the diagonal down):
-//       [my turn]  S(n) = Q K(n)^T           wgmma, A and B from shared memory
-//                  O += P(n-1) V(n-1)        wgmma, A = P from registers
+//   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix).
+//   Per KV tile n (keys visited from the diagonal down):
+//       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q from registers, B = K from shared memory
+//                  O += P(n-1) V(n-1)        wgmma, A = P from registers (fp8: plus P times ones: row sums)
 //       [your turn]
-//       wait S(n); online softmax: P(n) = 2^(S * scale_log2 - shift) in place
-//       wait P(n-1) V(n-1); rescale O; pack P(n) for the next iteration's P.V
-//   The turns (named barriers) make one warpgroup's softmax overlap the other's matrix products.
+//       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 by ex2 in place, fp8 as e4m3 codes
+//           computed exp-free (expfree.cuh)
+//       wait P(n-1) V(n-1); rescale O; P(n) becomes the next iteration's A fragments
+//   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products.
 #pragma once
 
 #include <cuda.h>
