@@ -9,9 +9,9 @@
 #include "fwd_kernarg.h"
 #include "loader.h"
 
-/* fwd_*.s: 32 queries per one-wave workgroup; fwd_fp8_hd128 takes keys 64 at a time, so a per-block scale's
+/* fwd_*.s: 8 waves of 32 queries per workgroup; fwd_fp8_hd128 takes keys 64 at a time, so a per-block scale's
    block must hold whole tiles. */
-enum { QUERIES_PER_WORKGROUP = 32, LANES_PER_WORKGROUP = 64, KV_TILE_KEYS_FP8 = 64 };
+enum { QUERIES_PER_WORKGROUP = 256, LANES_PER_WORKGROUP = 512, KV_TILE_KEYS_FP8 = 64 };
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 

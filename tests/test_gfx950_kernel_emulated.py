@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
 RNG = np.random.default_rng()
 BF16_NAN = np.uint16(0x7FC0)
+QUERIES_PER_WORKGROUP, LANES_PER_WORKGROUP = 256, 512  # 8 waves of 32 queries (asm/gfx950/fwd_common.inc)
 
 
 class Kernarg(ctypes.Structure):
@@ -93,8 +94,8 @@ def test_fwd_bf16_hd128(shape, causal):
         setattr(a, f"{name}_stride_head", 128 * 2)
         setattr(a, f"{name}_stride_batch", s * h * 128 * 2)
     co = load_code_object(str(ROOT / "build" / "gfx950" / "fwd_bf16_hd128.co"))
-    run_kernel(co, "fwd_bf16_hd128", grid=(-(-sq // 32), hq, batch), workgroup_size=64,
-               kernarg=bytes(a), memory=mem)
+    run_kernel(co, "fwd_bf16_hd128", grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch),
+               workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, 128)).view(ml_dtypes.bfloat16).astype(np.float64)
     lse = mem.read(addr["lse"], np.float32, (batch, hq, sq))
     ref, ref_lse = reference.attention_reference(q, k, v, causal=causal, return_lse=True)
@@ -138,7 +139,8 @@ def _run(name, q, k, v, causal, descales=None, blocks=None):
         setattr(a, f"{n}_descale_stride_batch", hkv if d.ndim == 2 else 0)
         setattr(a, f"{n}_descale_stride_head", 1 if d.ndim == 2 else 0)
     co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
-    run_kernel(co, name, grid=(-(-sq // 32), hq, batch), workgroup_size=64, kernarg=bytes(a), memory=mem)
+    run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch), workgroup_size=LANES_PER_WORKGROUP,
+               kernarg=bytes(a), memory=mem)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim)).view(ml_dtypes.bfloat16).astype(np.float64)
     return out, mem.read(addr["lse"], np.float32, (batch, hq, sq))
 

@@ -105,9 +105,9 @@ def test_resources_within_plan(name):
 
 
 @pytest.mark.parametrize("name, mfma, count", [
-    ("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16", 16),    # per 32-key tile: 8 for S, 8 for P.V
+    ("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16", 24),    # per 32-key tile 8 for S, 8 for P.V; the last P.V
     ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 4),    # per 64-key tile: 2 x 2 for S
-    ("fwd_fp8_hd128", "v_mfma_scale_f32_32x32x64_f8f6f4", 4),  # and 4 for P.V, with V's block scale
+    ("fwd_fp8_hd128", "v_mfma_scale_f32_32x32x64_f8f6f4", 8),  # 4 for P.V with V's block scale; the last P.V
 ])
 def test_instruction_mix(name, mfma, count):
     mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
@@ -116,6 +116,14 @@ def test_instruction_mix(name, mfma, count):
     assert not [m for m in mnemonics if m.startswith("v_mfma") and m not in full_rate], "only full-rate MFMAs"
     assert not [m for m in mnemonics if m.startswith(("scratch_", "buffer_", "flat_"))], \
         "no scratch, buffer or generic flat memory instructions"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_ping_pong_structure(name):
+    """Two barriers per KV tile plus one per group to offset them, and MFMA phases at raised priority."""
+    mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
+    assert mnemonics.count("s_barrier") == 4
+    assert mnemonics.count("s_setprio") == 2
 
 
 def test_fp8_kernel_is_exp_free():

@@ -1,8 +1,8 @@
 // fwd_bf16_hd128: causal (or full) attention forward, bf16 in and out, head dim 128, gfx950 (MI355X).
 //
-// First version: correct, simple, slow. One wave64 per workgroup computes 32 query rows of one head against
-// KV tiles of 32 keys, loading every MFMA operand straight from global memory (no LDS), with the 32 x 32 x 16
-// bf16 MFMA. Not yet: LDS tiles, 8 waves in two ping-pong groups, ds_read_b64_tr_b16 for V.
+// Each wave64 computes 32 query rows of one head against KV tiles of 32 keys, loading every MFMA operand
+// straight from global memory (no LDS yet), with the 32 x 32 x 16 bf16 MFMA; 8 waves per workgroup in two
+// ping-pong groups (fwd_common.inc). Not yet: LDS tiles shared by the waves, ds_read_b64_tr_b16 for V.
 //
 // Math per KV tile (keys key0 .. key0 + 31), in the transposed orientation so that a lane owns one query:
 //   S^T = K Q^T                      8 MFMAs, A = K (keys x 16 dims), B = Q^T (16 dims x queries)
@@ -39,6 +39,106 @@
 .set v_vrow, 208        // v[208:239] addresses of the 16 V rows of a tile, pair a = 8 u + 2 t + e
 .set v_end, 240
 
+// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
+
+// A = K of the tile `next` tiles on: lane (key key0 + 32 next + lane % 32, clamped), dims 16 s + 8 h .. + 7
+.macro load_k next
+    v_add_u32 v[v_t0], s[s_key0], v[v_l32]
+    v_add_u32 v[v_t0], \next * kTileKeys, v[v_t0]
+    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
+    row_address v_addr, v_t0, s_k_ss, v_kbase
+    .set step_, 0
+    .rept kHeadDim / 16
+    global_load_dwordx4 v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_addr:v_addr + 1], off offset:32 * step_
+    .set step_, step_ + 1
+    .endr
+.endm
+
+// A = V^T of this tile: the 16 key rows 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h (clamped), row pair
+// a = 8 u + 2 t + e; element pair t of dim block c, K-step u from row pairs 8 u + 2 t (low half), + 1 (high)
+.macro load_v
+    v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
+    .set a_, 0
+    .rept 16
+    v_add_u32 v[v_t0], 16 * (a_ / 8) + 8 * ((a_ % 8) / 4) + 2 * ((a_ % 4) / 2) + a_ % 2, v[v_t1]
+    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
+    row_address v_vrow + 2 * a_, v_t0, s_v_ss, v_vbase
+    .set a_, a_ + 1
+    .endr
+    .set c_, 0
+    .rept kHeadDim / 32
+    .set u_, 0
+    .rept 2
+    .set t_, 0
+    .rept 4
+    global_load_short_d16 v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_):v_vrow + 2 * (8 * u_ + 2 * t_) + 1], off offset:64 * c_
+    global_load_short_d16_hi v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_ + 1):v_vrow + 2 * (8 * u_ + 2 * t_ + 1) + 1], off offset:64 * c_
+    .set t_, t_ + 1
+    .endr
+    .set u_, u_ + 1
+    .endr
+    .set c_, c_ + 1
+    .endr
+.endm
+
+// S^T = K Q^T
+.macro mma_s
+    v_mfma_f32_32x32x16_bf16 v[v_s:v_s + 15], v[v_k:v_k + 3], v[v_q:v_q + 3], 0
+    .set step_, 1
+    .rept kHeadDim / 16 - 1
+    v_mfma_f32_32x32x16_bf16 v[v_s:v_s + 15], v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_q + 4 * step_:v_q + 4 * step_ + 3], v[v_s:v_s + 15]
+    .set step_, step_ + 1
+    .endr
+.endm
+
+// O^T += V^T P^T
+.macro mma_pv
+    .set c_, 0
+    .rept kHeadDim / 32
+    .set u_, 0
+    .rept 2
+    v_mfma_f32_32x32x16_bf16 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 4 * (2 * c_ + u_):v_v + 4 * (2 * c_ + u_) + 3], v[v_p + 4 * u_:v_p + 4 * u_ + 3], v[v_o + 16 * c_:v_o + 16 * c_ + 15]
+    .set u_, u_ + 1
+    .endr
+    .set c_, c_ + 1
+    .endr
+.endm
+
+// t = S * scale_log2, masked; the online max; p = 2^(t - m_used); l = l * rescale + sum p; O^T *= rescale;
+// B = P^T: K-step u, element pair t = registers 8 u + 2 t, + 1
+.macro softmax_tile
+    .set r_, 0
+    .rept 16
+    v_mul_f32 v[v_s + r_], s[s_scale], v[v_s + r_]
+    .set r_, r_ + 1
+    .endr
+    mask_scores 16
+    online_max 16
+    .set r_, 0
+    .rept 16
+    v_sub_f32 v[v_s + r_], v[v_s + r_], v[v_m_used]
+    v_exp_f32 v[v_s + r_], v[v_s + r_]
+    .set r_, r_ + 1
+    .endr
+    v_add_f32 v[v_t2], v[v_s], v[v_s + 1]
+    .set r_, 2
+    .rept 14
+    v_add_f32 v[v_t2], v[v_t2], v[v_s + r_]
+    .set r_, r_ + 1
+    .endr
+    v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
+    rescale_o
+    .set u_, 0
+    .rept 2
+    .set t_, 0
+    .rept 4
+    v_cvt_pk_bf16_f32 v[v_p + 4 * u_ + t_], v[v_s + 8 * u_ + 2 * t_], v[v_s + 8 * u_ + 2 * t_ + 1]
+    .set t_, t_ + 1
+    .endr
+    .set u_, u_ + 1
+    .endr
+.endm
+
 .text
 .globl fwd_bf16_hd128
 .p2align 8
@@ -66,104 +166,40 @@ fwd_bf16_hd128:
     .set step_, step_ + 1
     .endr
 
+    // P and V of "tile -1" are zero, so the first phase M's P.V adds nothing
+    .set i_, 0
+    .rept 32
+    v_mov_b32 v[v_v + i_], 0
+    .set i_, i_ + 1
+    .endr
+    .set i_, 0
+    .rept 8
+    v_mov_b32 v[v_p + i_], 0
+    .set i_, i_ + 1
+    .endr
+    load_k 0
+    pingpong_enter
+
 .Ltile:
-    // A = K: lane (key key0 + lane % 32, clamped), dims 16 s + 8 h .. + 7 of K-step s
-    v_add_u32 v[v_t0], s[s_key0], v[v_l32]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_addr, v_t0, s_k_ss, v_kbase
-    .set step_, 0
-    .rept kHeadDim / 16
-    global_load_dwordx4 v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_addr:v_addr + 1], off offset:32 * step_
-    .set step_, step_ + 1
-    .endr
-
-    // A = V^T: the 16 key rows 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h (clamped), row pair a = 8 u + 2 t + e
-    v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
-    .set a_, 0
-    .rept 16
-    v_add_u32 v[v_t0], 16 * (a_ / 8) + 8 * ((a_ % 8) / 4) + 2 * ((a_ % 4) / 2) + a_ % 2, v[v_t1]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_vrow + 2 * a_, v_t0, s_v_ss, v_vbase
-    .set a_, a_ + 1
-    .endr
-    // element pair t of dim block c, K-step u: keys of row pairs 8 u + 2 t (low half), + 1 (high half)
-    .set c_, 0
-    .rept kHeadDim / 32
-    .set u_, 0
-    .rept 2
-    .set t_, 0
-    .rept 4
-    global_load_short_d16 v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_):v_vrow + 2 * (8 * u_ + 2 * t_) + 1], off offset:64 * c_
-    global_load_short_d16_hi v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_ + 1):v_vrow + 2 * (8 * u_ + 2 * t_ + 1) + 1], off offset:64 * c_
-    .set t_, t_ + 1
-    .endr
-    .set u_, u_ + 1
-    .endr
-    .set c_, c_ + 1
-    .endr
+    // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
+    s_setprio 1
     s_waitcnt vmcnt(0)
-
-    // S^T = K Q^T
-    v_mfma_f32_32x32x16_bf16 v[v_s:v_s + 15], v[v_k:v_k + 3], v[v_q:v_q + 3], 0
-    .set step_, 1
-    .rept kHeadDim / 16 - 1
-    v_mfma_f32_32x32x16_bf16 v[v_s:v_s + 15], v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_q + 4 * step_:v_q + 4 * step_ + 3], v[v_s:v_s + 15]
-    .set step_, step_ + 1
-    .endr
+    mma_s
+    mma_pv
+    s_setprio 0
+    s_barrier
+    // phase V: loads of V(n) and K(n+1) in flight while the softmax of tile n turns S(n) into P(n)
     wait_mfma_result
-
-    // t = S * scale_log2, masked; the online max
-    .set r_, 0
-    .rept 16
-    v_mul_f32 v[v_s + r_], s[s_scale], v[v_s + r_]
-    .set r_, r_ + 1
-    .endr
-    mask_scores 16
-    online_max 16
-
-    // p = 2^(t - m_used); l = l * rescale + sum p
-    .set r_, 0
-    .rept 16
-    v_sub_f32 v[v_s + r_], v[v_s + r_], v[v_m_used]
-    v_exp_f32 v[v_s + r_], v[v_s + r_]
-    .set r_, r_ + 1
-    .endr
-    v_add_f32 v[v_t2], v[v_s], v[v_s + 1]
-    .set r_, 2
-    .rept 14
-    v_add_f32 v[v_t2], v[v_t2], v[v_s + r_]
-    .set r_, r_ + 1
-    .endr
-    v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
-
-    rescale_o
-
-    // B = P^T: K-step u, element pair t = registers 8 u + 2 t, + 1
-    .set u_, 0
-    .rept 2
-    .set t_, 0
-    .rept 4
-    v_cvt_pk_bf16_f32 v[v_p + 4 * u_ + t_], v[v_s + 8 * u_ + 2 * t_], v[v_s + 8 * u_ + 2 * t_ + 1]
-    .set t_, t_ + 1
-    .endr
-    .set u_, u_ + 1
-    .endr
-    s_nop 4
-
-    // O^T += V^T P^T
-    .set c_, 0
-    .rept kHeadDim / 32
-    .set u_, 0
-    .rept 2
-    v_mfma_f32_32x32x16_bf16 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 4 * (2 * c_ + u_):v_v + 4 * (2 * c_ + u_) + 3], v[v_p + 4 * u_:v_p + 4 * u_ + 3], v[v_o + 16 * c_:v_o + 16 * c_ + 15]
-    .set u_, u_ + 1
-    .endr
-    .set c_, c_ + 1
-    .endr
-    wait_mfma_result
-
+    load_v
+    load_k 1
+    softmax_tile
+    s_barrier
     next_tile
+    pingpong_exit
 
+    s_waitcnt vmcnt(0)
+    mma_pv
+    wait_mfma_result
     fwd_epilogue
 .Lfwd_bf16_hd128_end:
     .size fwd_bf16_hd128, .Lfwd_bf16_hd128_end - fwd_bf16_hd128

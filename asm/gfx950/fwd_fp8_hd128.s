@@ -86,73 +86,36 @@
     s_cbranch_scc1 \label
 .endm
 
-.text
-.globl fwd_fp8_hd128
-.p2align 8
-.type fwd_fp8_hd128,@function
-fwd_fp8_hd128:
-    fwd_prologue
+// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
 
-    // descale factors (per tensor or per (batch, kv head)); per-block exponents replace them: q's once
-    // here (a block holds whole 32-query waves), k's and v's per KV tile in the loop
-    load_descale s_q_factor, s_q_descale, s_q_descale_sb
-    load_descale s_k_factor, s_k_descale, s_k_descale_sb
-    load_descale s_out_scale, s_v_descale, s_v_descale_sb
-    udiv s_heads_kv, s_hq, s_hpk
-    if_exponents s_q_exponents, .Lq_factor_done
-    udiv s_exp_block, s_q0, s_q_block_tokens
-    load_exponent s_q_factor, s_q_exponents, s_hq, s_head, s_q_blocks
-    exponent_to_factor s_q_factor
-.Lq_factor_done:
-    v_mov_b32 v[v_t0], s[s_scale]
-    v_mul_f32 v[v_t0], s[s_q_factor], v[v_t0]
-    v_readfirstlane_b32 s[s_scale_q], v[v_t0]
-    v_mov_b32 v[v_vscale], 127
-    v_mov_b32 v[v_one_e8m0], 127
-
-    // per-lane bases: K + 16 bytes * half (dims 16 h ..), V + lane % 32 bytes (dim lane % 32)
-    v_lshlrev_b32 v[v_t0], 4, v[v_half]
-    copy_address v_kbase, s_kbase
-    add_address v_kbase, v_t0
-    copy_address v_vbase, s_vbase
-    add_address v_vbase, v_l32
-
-    // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32
-    v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
-    copy_address v_addr, s_qbase
-    row_address v_addr, v_t0, s_q_ss, v_addr
-    v_lshlrev_b32 v[v_t0], 4, v[v_half]
-    add_address v_addr, v_t0
-    .set i_, 0
-    .rept 4
-    global_load_dwordx4 v[v_q + 4 * i_:v_q + 4 * i_ + 3], v[v_addr:v_addr + 1], off offset:32 * i_
-    .set i_, i_ + 1
-    .endr
-
-.Ltile:
-    // this tile's key block (64 keys lie in one block): k and v exponents; scale_qk, scale8
-    if_exponents s_k_exponents, .Lk_factor_done
+// This tile's key block (64 keys lie in one block): the k factor, scale_qk and scale8 for its softmax, and
+// the E8M0 scale of its V for its P.V
+.macro tile_scales
+    if_exponents s_k_exponents, .Lk_factor_done\@
     udiv s_exp_block, s_key0, s_k_block_tokens
     load_exponent s_k_factor, s_k_exponents, s_heads_kv, s_head_kv, s_k_blocks
     exponent_to_factor s_k_factor
-.Lk_factor_done:
+.Lk_factor_done\@:
     v_mov_b32 v[v_t0], s[s_scale_q]
     v_mul_f32 v[v_t0], s[s_k_factor], v[v_t0]
     v_readfirstlane_b32 s[s_scale_qk], v[v_t0]
     v_mul_f32 v[v_t0], 0x41000000, v[v_t0]
     v_readfirstlane_b32 s[s_scale8], v[v_t0]
-    if_exponents s_v_exponents, .Lv_scale_done
+    if_exponents s_v_exponents, .Lv_scale_done\@
     udiv s_exp_block, s_key0, s_v_block_tokens
     load_exponent s_t2, s_v_exponents, s_heads_kv, s_head_kv, s_v_blocks
     s_add_i32 s[s_t2], s[s_t2], 127
     v_mov_b32 v[v_vscale], s[s_t2]
-.Lv_scale_done:
+.Lv_scale_done\@:
+.endm
 
-    // A = K for S tiles T = 0, 1: lane (key key0 + 32 T + lane % 32, clamped), laid out as Q
+// A = K for S tiles T = 0, 1 of the tile `next` tiles on: lane (key key0 + 64 next + 32 T + lane % 32,
+// clamped), laid out as Q
+.macro load_k next
     .set T_, 0
     .rept 2
     v_add_u32 v[v_t0], s[s_key0], v[v_l32]
-    v_add_u32 v[v_t0], 32 * T_, v[v_t0]
+    v_add_u32 v[v_t0], \next * kTileKeys + 32 * T_, v[v_t0]
     v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
     row_address v_addr, v_t0, s_k_ss, v_kbase
     .set i_, 0
@@ -162,10 +125,12 @@ fwd_fp8_hd128:
     .endr
     .set T_, T_ + 1
     .endr
+.endm
 
-    // A = V^T: VGPR w = 4 T + g of dim block c holds keys key0 + 32 T + 8 g + 4 h + e, e = 0..3, at dim
-    // 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of another, then
-    // merged as bytes e = 0..3
+// A = V^T: VGPR w = 4 T + g of dim block c holds keys key0 + 32 T + 8 g + 4 h + e, e = 0..3, at dim
+// 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of another, then
+// merged as bytes e = 0..3
+.macro load_v
     .set w_, 0
     .rept 8
     v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
@@ -193,17 +158,29 @@ fwd_fp8_hd128:
     .endr
     .set w_, w_ + 1
     .endr
+.endm
 
-    // S^T_T = K_T Q^T
+// S^T_T = K_T Q^T
+.macro mma_s
     .set T_, 0
     .rept 2
     v_mfma_f32_32x32x64_f8f6f4 v[v_s + 16 * T_:v_s + 16 * T_ + 15], v[v_k + 16 * T_:v_k + 16 * T_ + 7], v[v_q:v_q + 7], 0
     v_mfma_f32_32x32x64_f8f6f4 v[v_s + 16 * T_:v_s + 16 * T_ + 15], v[v_k + 16 * T_ + 8:v_k + 16 * T_ + 15], v[v_q + 8:v_q + 15], v[v_s + 16 * T_:v_s + 16 * T_ + 15]
     .set T_, T_ + 1
     .endr
-    wait_mfma_result
+.endm
 
-    // masked; the online max in t units (S * scale_qk)
+// O^T += 2^(V exponent) V^T P^T: the E8M0 block scale of the MFMA applies the tile's V exponent exactly
+.macro mma_pv
+    .set c_, 0
+    .rept kHeadDim / 32
+    v_mfma_scale_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_vscale], v[v_one_e8m0]
+    .set c_, c_ + 1
+    .endr
+.endm
+
+// Masked; the online max in t units (S * scale_qk); the exp-free codes of P into B = P^T; l and O^T rescaled
+.macro softmax_tile
     mask_scores 32
     online_max 32, s_scale_qk
 
@@ -243,17 +220,87 @@ fwd_fp8_hd128:
     v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
 
     rescale_o
-    s_nop 4
+.endm
 
-    // O^T += 2^(V exponent) V^T P^T: the E8M0 block scale of the MFMA applies the tile's V exponent exactly
-    .set c_, 0
-    .rept kHeadDim / 32
-    v_mfma_scale_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_vscale], v[v_one_e8m0]
-    .set c_, c_ + 1
+.text
+.globl fwd_fp8_hd128
+.p2align 8
+.type fwd_fp8_hd128,@function
+fwd_fp8_hd128:
+    fwd_prologue
+
+    // descale factors (per tensor or per (batch, kv head)); per-block exponents replace them: q's once
+    // here (a block holds whole 32-query waves), k's and v's per KV tile in the loop
+    load_descale s_q_factor, s_q_descale, s_q_descale_sb
+    load_descale s_k_factor, s_k_descale, s_k_descale_sb
+    load_descale s_out_scale, s_v_descale, s_v_descale_sb
+    udiv s_heads_kv, s_hq, s_hpk
+    if_exponents s_q_exponents, .Lq_factor_done
+    s_min_u32 s[s_t2], s[s_q0], s[s_sq_last]    // a wave wholly past seqlen_q reads the last block
+    udiv s_exp_block, s_t2, s_q_block_tokens
+    load_exponent s_q_factor, s_q_exponents, s_hq, s_head, s_q_blocks
+    exponent_to_factor s_q_factor
+.Lq_factor_done:
+    v_mov_b32 v[v_t0], s[s_scale]
+    v_mul_f32 v[v_t0], s[s_q_factor], v[v_t0]
+    v_readfirstlane_b32 s[s_scale_q], v[v_t0]
+    v_mov_b32 v[v_vscale], 127
+    v_mov_b32 v[v_one_e8m0], 127
+
+    // per-lane bases: K + 16 bytes * half (dims 16 h ..), V + lane % 32 bytes (dim lane % 32)
+    v_lshlrev_b32 v[v_t0], 4, v[v_half]
+    copy_address v_kbase, s_kbase
+    add_address v_kbase, v_t0
+    copy_address v_vbase, s_vbase
+    add_address v_vbase, v_l32
+
+    // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32
+    v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
+    copy_address v_addr, s_qbase
+    row_address v_addr, v_t0, s_q_ss, v_addr
+    v_lshlrev_b32 v[v_t0], 4, v[v_half]
+    add_address v_addr, v_t0
+    .set i_, 0
+    .rept 4
+    global_load_dwordx4 v[v_q + 4 * i_:v_q + 4 * i_ + 3], v[v_addr:v_addr + 1], off offset:32 * i_
+    .set i_, i_ + 1
     .endr
-    wait_mfma_result
 
+    // P and V of "tile -1" are zero, so the first phase M's P.V adds nothing
+    .set i_, 0
+    .rept 32
+    v_mov_b32 v[v_v + i_], 0
+    .set i_, i_ + 1
+    .endr
+    .set i_, 0
+    .rept 8
+    v_mov_b32 v[v_p + i_], 0
+    .set i_, i_ + 1
+    .endr
+    load_k 0
+    pingpong_enter
+
+.Ltile:
+    // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
+    s_setprio 1
+    s_waitcnt vmcnt(0)
+    mma_s
+    mma_pv
+    s_setprio 0
+    s_barrier
+    // phase V: loads of V(n) and K(n+1) in flight while the softmax of tile n turns S(n) into P(n)
+    wait_mfma_result
+    tile_scales
+    load_v
+    load_k 1
+    softmax_tile
+    s_barrier
     next_tile
+    pingpong_exit
+
+    s_waitcnt vmcnt(0)
+    mma_pv
+    wait_mfma_result
 
     // the codes were 2^8 times p: lse = ln 2 (m_used - 8 + log2 l)
     v_subrev_f32 v[v_m_used], 0x41000000, v[v_m_used]
