@@ -392,6 +392,32 @@ def test_byte_loads_into_16_bit_halves(tmp_path):
     np.testing.assert_array_equal(out[1], (b << 16) | 0x5678)
 
 
+def test_ds_read_d16_halves(tmp_path):
+    """ds_read_u8_d16(_hi) / ds_read_u16_d16(_hi): one byte or short from LDS, zero-extended, into one half."""
+    src = (np.arange(64, dtype=np.uint32) * 0x01030507 + 0x8091A0B0).astype(np.uint32)
+    body = """
+  v_lshlrev_b32 v2, 2, v0
+  global_load_dword v3, v2, s[6:7]
+  s_waitcnt vmcnt(0)
+  ds_write_b32 v2, v3
+  s_waitcnt lgkmcnt(0)
+  v_mov_b32 v10, 0x12345678
+  v_mov_b32 v11, 0x12345678
+  v_mov_b32 v12, 0x12345678
+  v_mov_b32 v13, 0x12345678
+  ds_read_u8_d16 v10, v2 offset:1
+  ds_read_u8_d16_hi v11, v2
+  ds_read_u16_d16 v12, v2 offset:2
+  ds_read_u16_d16_hi v13, v2
+  s_waitcnt lgkmcnt(0)
+""" + store_rows(["v10", "v11", "v12", "v13"])
+    out, _ = run(tmp_path, body, np.zeros((4, 64), np.uint32), (src,), lds=256)
+    np.testing.assert_array_equal(out[0], 0x12340000 | ((src >> 8) & 0xFF))
+    np.testing.assert_array_equal(out[1], ((src & 0xFF) << 16) | 0x5678)
+    np.testing.assert_array_equal(out[2], 0x12340000 | (src >> 16))
+    np.testing.assert_array_equal(out[3], ((src & 0xFFFF) << 16) | 0x5678)
+
+
 def test_cvt_pk_f32_fp8_decodes_ocp_e4m3(tmp_path):
     """v_cvt_pk_f32_fp8: bytes 0 and 1 of the source as OCP e4m3 (gfx950), exactly; all 256 codes."""
     codes = np.arange(256, dtype=np.uint8).reshape(64, 4)

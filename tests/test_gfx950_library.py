@@ -84,7 +84,7 @@ def test_descriptor_resources_match_metadata(lib, kernel):
                                check=True).stdout
         declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
         assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
-    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (0, 0, 232)
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (3 * 16384, 0, 232)  # 3 KV tile buffers
     assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 

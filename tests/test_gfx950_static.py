@@ -120,10 +120,15 @@ def test_instruction_mix(name, mfma, count):
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_ping_pong_structure(name):
-    """Two barriers per KV tile plus one per group to offset them, and MFMA phases at raised priority."""
+    """Two barriers per KV tile, one per group to offset them and one after the first tiles reach LDS; MFMA
+    phases at raised priority; K and V reach the MFMAs through LDS only (16-byte global loads fill it)."""
     mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
-    assert mnemonics.count("s_barrier") == 4
+    assert mnemonics.count("s_barrier") == 5
     assert mnemonics.count("s_setprio") == 2
+    global_loads = {m for m in mnemonics if m.startswith("global_load")}
+    assert global_loads == {"global_load_dwordx4"} | ({"global_load_sbyte"} if "fp8" in name else set()), \
+        global_loads  # sbyte: the per-block exponents
+    assert mnemonics.count("ds_write_b128") == 6  # K and V of a tile: two first tiles, one in the loop
 
 
 def test_fp8_kernel_is_exp_free():

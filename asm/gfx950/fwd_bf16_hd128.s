@@ -1,8 +1,8 @@
 // fwd_bf16_hd128: causal (or full) attention forward, bf16 in and out, head dim 128, gfx950 (MI355X).
 //
-// Each wave64 computes 32 query rows of one head against KV tiles of 32 keys, loading every MFMA operand
-// straight from global memory (no LDS yet), with the 32 x 32 x 16 bf16 MFMA; 8 waves per workgroup in two
-// ping-pong groups (fwd_common.inc). Not yet: LDS tiles shared by the waves, ds_read_b64_tr_b16 for V.
+// Each wave64 computes 32 query rows of one head against KV tiles of 32 keys with the 32 x 32 x 16 bf16
+// MFMA; 8 waves per workgroup in two ping-pong groups share each K and V tile through LDS (fwd_common.inc).
+// Not yet: ds_read_b64_tr_b16 for V^T (read as 16-bit halves here).
 //
 // Math per KV tile (keys key0 .. key0 + 31), in the transposed orientation so that a lane owns one query:
 //   S^T = K Q^T                      8 MFMAs, A = K (keys x 16 dims), B = Q^T (16 dims x queries)
@@ -24,6 +24,8 @@
 .include "fwd_common.inc"
 
 .set kTileKeys, 32      // keys per loop iteration
+.set kRowBytes, 256     // one K or V row in LDS: 128 bf16
+.set kRowChunksLog2, 4  // 16 16-byte chunks per row
 .set kTileKeysLog2, 5
 .if kHeadDim != 128 || kBlockQ != 32 || kBlockKey != 32
 .error "the register map below is laid out for head dim 128 and 32 x 32 tiles"
@@ -36,49 +38,45 @@
 .set v_s, 120           // v[120:135] S^T, then t, then p
 .set v_p, 136           // v[136:143] B = P^T, K-step u in v[v_p + 4 u : + 3]
 .set v_o, 144           // v[144:207] O^T, dim block c in v[v_o + 16 c : + 15]
-.set v_vrow, 208        // v[208:239] addresses of the 16 V rows of a tile, pair a = 8 u + 2 t + e
-.set v_end, 240
+.set v_stage, 208       // v[208:215] this lane's 16 bytes of K and of V of a tile fill in flight
+.set v_fill_row, 216    // the tile row this lane fills
+.set v_fill_lds, 217    // its byte offset in a tile
+.set v_k_lds, 218       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, dims 8 h ..
+.set v_v_lds, 219       // LDS offset of this lane's V^T operand column in a tile (the V half): row 4 h, dim lane % 32
+.set v_end, 220
 
 // ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
 
-// A = K of the tile `next` tiles on: lane (key key0 + 32 next + lane % 32, clamped), dims 16 s + 8 h .. + 7
-.macro load_k next
-    v_add_u32 v[v_t0], s[s_key0], v[v_l32]
-    v_add_u32 v[v_t0], \next * kTileKeys, v[v_t0]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_addr, v_t0, s_k_ss, v_kbase
+// A = K of tile n from its LDS buffer: lane (key lane % 32, dims 16 s + 8 h .. + 7 of K-step s)
+.macro read_k
+    v_add_u32 v[v_t0], s[s_buf], v[v_k_lds]
     .set step_, 0
     .rept kHeadDim / 16
-    global_load_dwordx4 v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_addr:v_addr + 1], off offset:32 * step_
+    ds_read_b128 v[v_k + 4 * step_:v_k + 4 * step_ + 3], v[v_t0] offset:32 * step_
     .set step_, step_ + 1
     .endr
+    s_waitcnt lgkmcnt(0)
 .endm
 
-// A = V^T of this tile: the 16 key rows 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h (clamped), row pair
-// a = 8 u + 2 t + e; element pair t of dim block c, K-step u from row pairs 8 u + 2 t (low half), + 1 (high)
-.macro load_v
-    v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
-    .set a_, 0
-    .rept 16
-    v_add_u32 v[v_t0], 16 * (a_ / 8) + 8 * ((a_ % 8) / 4) + 2 * ((a_ % 4) / 2) + a_ % 2, v[v_t1]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_vrow + 2 * a_, v_t0, s_v_ss, v_vbase
-    .set a_, a_ + 1
-    .endr
+// A = V^T of tile n from its LDS buffer: element pair t of dim block c, K-step u from the key rows
+// 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h, e = 0 (low half), 1 (high half), at dim 32 c + lane % 32
+.macro read_v
+    v_add_u32 v[v_t0], s[s_buf], v[v_v_lds]
     .set c_, 0
     .rept kHeadDim / 32
     .set u_, 0
     .rept 2
     .set t_, 0
     .rept 4
-    global_load_short_d16 v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_):v_vrow + 2 * (8 * u_ + 2 * t_) + 1], off offset:64 * c_
-    global_load_short_d16_hi v[v_v + 4 * (2 * c_ + u_) + t_], v[v_vrow + 2 * (8 * u_ + 2 * t_ + 1):v_vrow + 2 * (8 * u_ + 2 * t_ + 1) + 1], off offset:64 * c_
+    ds_read_u16_d16 v[v_v + 4 * (2 * c_ + u_) + t_], v[v_t0] offset:kRowBytes * (16 * u_ + 8 * (t_ / 2) + 2 * (t_ % 2)) + 64 * c_
+    ds_read_u16_d16_hi v[v_v + 4 * (2 * c_ + u_) + t_], v[v_t0] offset:kRowBytes * (16 * u_ + 8 * (t_ / 2) + 2 * (t_ % 2) + 1) + 64 * c_
     .set t_, t_ + 1
     .endr
     .set u_, u_ + 1
     .endr
     .set c_, c_ + 1
     .endr
+    s_waitcnt lgkmcnt(0)
 .endm
 
 // S^T = K Q^T
@@ -146,13 +144,13 @@
 fwd_bf16_hd128:
     fwd_prologue
 
-    // per-lane bases: K + 16 bytes * half (dims 8 h ..), V + 2 bytes * (lane % 32) (dim lane % 32)
+    // per-lane LDS offsets of the operands: K row lane % 32 at 16 bytes * half; V column lane % 32 at row 4 h
+    v_lshlrev_b32 v[v_k_lds], 8, v[v_l32]
     v_lshlrev_b32 v[v_t0], 4, v[v_half]
-    copy_address v_kbase, s_kbase
-    add_address v_kbase, v_t0
-    v_lshlrev_b32 v[v_t0], 1, v[v_l32]
-    copy_address v_vbase, s_vbase
-    add_address v_vbase, v_t0
+    v_add_u32 v[v_k_lds], v[v_k_lds], v[v_t0]
+    v_lshlrev_b32 v[v_v_lds], 10, v[v_half]
+    v_lshl_add_u32 v[v_v_lds], v[v_l32], 1, v[v_v_lds]
+    v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped into the tensor), dims 16 s + 8 h .. + 7 of K-step s
     v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
@@ -177,22 +175,25 @@ fwd_bf16_hd128:
     v_mov_b32 v[v_p + i_], 0
     .set i_, i_ + 1
     .endr
-    load_k 0
+    fill_first_tiles
     pingpong_enter
 
 .Ltile:
     // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
     s_setprio 1
     s_waitcnt vmcnt(0)
+    read_k
     mma_s
     mma_pv
     s_setprio 0
     s_barrier
-    // phase V: loads of V(n) and K(n+1) in flight while the softmax of tile n turns S(n) into P(n)
+    // phase V: tile n + 2's loads in flight while V(n) is read and the softmax turns S(n) into P(n)
     wait_mfma_result
-    load_v
-    load_k 1
+    s_add_u32 s[s_t3], s[s_key0], 2 * kTileKeys
+    fill_issue s_t3
+    read_v
     softmax_tile
+    fill_commit s_buf_fill
     s_barrier
     next_tile
     pingpong_exit
@@ -204,4 +205,4 @@ fwd_bf16_hd128:
 .Lfwd_bf16_hd128_end:
     .size fwd_bf16_hd128, .Lfwd_bf16_hd128_end - fwd_bf16_hd128
 
-fwd_kernel_descriptor fwd_bf16_hd128, 240, 80
+fwd_kernel_descriptor fwd_bf16_hd128, 220, 100, 49152

@@ -1,8 +1,8 @@
 // fwd_fp8_hd128: causal (or full) attention forward, fp8 e4m3 (OCP) in, bf16 out, head dim 128, gfx950.
 //
-// First version, as fwd_bf16_hd128: one wave64 per workgroup, 32 query rows of one head, operands straight
-// from global memory, with the full-rate v_mfma_f32_32x32x64_f8f6f4 (e4m3 A and B). Per loop iteration a
-// KV tile of 64 keys (two S^T tiles of 32, since P.V contracts over 64 keys):
+// As fwd_bf16_hd128: 8 waves of 32 query rows of one head, in two ping-pong groups sharing the K and V tiles
+// through LDS, with the full-rate v_mfma_f32_32x32x64_f8f6f4 (e4m3 A and B). Per loop iteration a KV tile
+// of 64 keys (two S^T tiles of 32, since P.V contracts over 64 keys):
 //   S^T_T = K_T Q^T                  2 MFMAs per tile T, A = K (32 keys x 64 dims), B = Q^T (64 dims x queries)
 //   masked to -inf where key > limit(query); m_new = max(m, max_keys S * scale)
 //   P codes = the e4m3 code of 2^(S * scale - m_new + 8), exp-free: one FMA with the magic constant 1.5 * 2^15
@@ -27,6 +27,8 @@
 .include "fwd_common.inc"
 
 .set kTileKeys, 64      // keys per loop iteration: the K of the P.V MFMA
+.set kRowBytes, 128     // one K or V row in LDS: 128 e4m3
+.set kRowChunksLog2, 3  // 8 16-byte chunks per row
 .set kTileKeysLog2, 6
 .set kPOffsetLog2, 8    // p' = 2^(t - m + 8): the row max lands on code 0x78 (256)
 .set kMagicBits, 0x47400000   // 1.5 * 2^15
@@ -53,11 +55,15 @@
 .set v_p, 136           // v[136:143] B = P^T codes (and epilogue scratch)
 .set v_o, 144           // v[144:207] O^T, dim block c in v[v_o + 16 c : + 15]
 .set v_bytes, 208       // v[208:215] V bytes of one row group: dim block c in v_bytes + 2 c (rows 0, 2), + 1 (rows 1, 3)
-.set v_vrow, 216        // v[216:223] addresses of the 4 rows of one group
+.set v_stage, 216       // v[216:223] this lane's 16 bytes of K and of V of a tile fill in flight
 .set v_row_constant, 224
 .set v_vscale, 225      // E8M0 scale of V^T in the P.V MFMA: 127 + this tile's V exponent (127: none)
 .set v_one_e8m0, 226    // 127: the E8M0 scale 1.0 of P^T
-.set v_end, 228
+.set v_fill_row, 227    // the tile row this lane fills
+.set v_fill_lds, 228    // its byte offset in a tile
+.set v_k_lds, 229       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, byte 16 h
+.set v_v_lds, 230       // LDS offset of this lane's V^T operand column in a tile (the V half): row 4 h, dim lane % 32
+.set v_end, 231
 
 // s[dst] = the int8 exponent (sign-extended) at exponents[(batch * s[heads] + s[head]) * s[blocks] + s[block]].
 .macro load_exponent dst, exponents, heads, head, blocks
@@ -109,48 +115,37 @@
 .Lv_scale_done\@:
 .endm
 
-// A = K for S tiles T = 0, 1 of the tile `next` tiles on: lane (key key0 + 64 next + 32 T + lane % 32,
-// clamped), laid out as Q
-.macro load_k next
+// A = K of tile n from its LDS buffer, S tiles T = 0, 1: lane (key 32 T + lane % 32), bytes 16 h + 32 i
+.macro read_k
+    v_add_u32 v[v_t0], s[s_buf], v[v_k_lds]
     .set T_, 0
     .rept 2
-    v_add_u32 v[v_t0], s[s_key0], v[v_l32]
-    v_add_u32 v[v_t0], \next * kTileKeys + 32 * T_, v[v_t0]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_addr, v_t0, s_k_ss, v_kbase
     .set i_, 0
     .rept 4
-    global_load_dwordx4 v[v_k + 16 * T_ + 4 * i_:v_k + 16 * T_ + 4 * i_ + 3], v[v_addr:v_addr + 1], off offset:32 * i_
+    ds_read_b128 v[v_k + 16 * T_ + 4 * i_:v_k + 16 * T_ + 4 * i_ + 3], v[v_t0] offset:kRowBytes * 32 * T_ + 32 * i_
     .set i_, i_ + 1
     .endr
     .set T_, T_ + 1
     .endr
+    s_waitcnt lgkmcnt(0)
 .endm
 
-// A = V^T: VGPR w = 4 T + g of dim block c holds keys key0 + 32 T + 8 g + 4 h + e, e = 0..3, at dim
-// 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of another, then
-// merged as bytes e = 0..3
-.macro load_v
+// A = V^T of tile n from its LDS buffer: VGPR w = 4 T + g of dim block c holds keys 32 T + 8 g + 4 h + e,
+// e = 0..3, at dim 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of
+// another, then merged as bytes e = 0..3
+.macro read_v
+    v_add_u32 v[v_t0], s[s_buf], v[v_v_lds]
     .set w_, 0
     .rept 8
-    v_add_u32 v[v_t1], s[s_key0], v[v_key4h]
-    v_add_u32 v[v_t1], 32 * (w_ / 4) + 8 * (w_ % 4), v[v_t1]
-    .set e_, 0
-    .rept 4
-    v_add_u32 v[v_t0], e_, v[v_t1]
-    v_min_u32 v[v_t0], s[s_sk_last], v[v_t0]
-    row_address v_vrow + 2 * e_, v_t0, s_v_ss, v_vbase
-    .set e_, e_ + 1
-    .endr
     .set c_, 0
     .rept kHeadDim / 32
-    global_load_ubyte_d16 v[v_bytes + 2 * c_], v[v_vrow:v_vrow + 1], off offset:32 * c_
-    global_load_ubyte_d16 v[v_bytes + 2 * c_ + 1], v[v_vrow + 2:v_vrow + 3], off offset:32 * c_
-    global_load_ubyte_d16_hi v[v_bytes + 2 * c_], v[v_vrow + 4:v_vrow + 5], off offset:32 * c_
-    global_load_ubyte_d16_hi v[v_bytes + 2 * c_ + 1], v[v_vrow + 6:v_vrow + 7], off offset:32 * c_
+    ds_read_u8_d16 v[v_bytes + 2 * c_], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4)) + 32 * c_
+    ds_read_u8_d16 v[v_bytes + 2 * c_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 1) + 32 * c_
+    ds_read_u8_d16_hi v[v_bytes + 2 * c_], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 2) + 32 * c_
+    ds_read_u8_d16_hi v[v_bytes + 2 * c_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 3) + 32 * c_
     .set c_, c_ + 1
     .endr
-    s_waitcnt vmcnt(0)
+    s_waitcnt lgkmcnt(0)
     .set c_, 0
     .rept kHeadDim / 32
     v_lshl_or_b32 v[v_v + 8 * c_ + w_], v[v_bytes + 2 * c_ + 1], 8, v[v_bytes + 2 * c_]
@@ -247,12 +242,13 @@ fwd_fp8_hd128:
     v_mov_b32 v[v_vscale], 127
     v_mov_b32 v[v_one_e8m0], 127
 
-    // per-lane bases: K + 16 bytes * half (dims 16 h ..), V + lane % 32 bytes (dim lane % 32)
+    // per-lane LDS offsets of the operands: K row lane % 32 at 16 bytes * half; V column lane % 32 at row 4 h
+    v_lshlrev_b32 v[v_k_lds], 7, v[v_l32]
     v_lshlrev_b32 v[v_t0], 4, v[v_half]
-    copy_address v_kbase, s_kbase
-    add_address v_kbase, v_t0
-    copy_address v_vbase, s_vbase
-    add_address v_vbase, v_l32
+    v_add_u32 v[v_k_lds], v[v_k_lds], v[v_t0]
+    v_lshlrev_b32 v[v_v_lds], 9, v[v_half]
+    v_add_u32 v[v_v_lds], v[v_v_lds], v[v_l32]
+    v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32
     v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
@@ -277,23 +273,26 @@ fwd_fp8_hd128:
     v_mov_b32 v[v_p + i_], 0
     .set i_, i_ + 1
     .endr
-    load_k 0
+    fill_first_tiles
     pingpong_enter
 
 .Ltile:
     // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
     s_setprio 1
     s_waitcnt vmcnt(0)
+    read_k
     mma_s
     mma_pv
     s_setprio 0
     s_barrier
-    // phase V: loads of V(n) and K(n+1) in flight while the softmax of tile n turns S(n) into P(n)
+    // phase V: tile n + 2's loads in flight while V(n) is read and the softmax turns S(n) into P(n)
     wait_mfma_result
+    s_add_u32 s[s_t3], s[s_key0], 2 * kTileKeys
+    fill_issue s_t3
     tile_scales
-    load_v
-    load_k 1
+    read_v
     softmax_tile
+    fill_commit s_buf_fill
     s_barrier
     next_tile
     pingpong_exit
@@ -308,4 +307,4 @@ fwd_fp8_hd128:
 .Lfwd_fp8_hd128_end:
     .size fwd_fp8_hd128, .Lfwd_fp8_hd128_end - fwd_fp8_hd128
 
-fwd_kernel_descriptor fwd_fp8_hd128, 228, 100
+fwd_kernel_descriptor fwd_fp8_hd128, 231, 100, 49152

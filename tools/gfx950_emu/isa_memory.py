@@ -140,6 +140,30 @@ def ds_read(wave, ins, ctx):
     wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
 
 
+_DS_READS_D16 = {  # mnemonic: (bytes, half): one byte or short, zero-extended, into bits 15:0 or 31:16
+    "ds_read_u8_d16": (1, 0), "ds_read_u8_d16_hi": (1, 1), "ds_read_u16_d16": (2, 0), "ds_read_u16_d16_hi": (2, 1),
+}
+
+
+@semantics(*_DS_READS_D16, mods=("offset",))
+def ds_read_d16(wave, ins, ctx):
+    """VGPR D bits 15:0 (or 31:16 for _hi) = LDS byte / short at each active lane's address, zero-extended;
+    the other half kept (lgkmcnt)."""
+    dst, vaddr = ins.ops
+    nbytes, high = _DS_READS_D16[ins.mnemonic]
+    mask = wave.exec_mask()
+    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr)[mask], nbytes, at(ins))
+    value = np.zeros((raw.shape[0], 4), np.uint8)
+    value[:, :nbytes] = raw
+    value = value.view(np.uint32)[:, 0]
+    out = wave.peek_block(dst, ins)
+    old = out[0, mask]
+    out[0, mask] = (old & np.uint32(0xFFFF)) | (value << np.uint32(16)) if high else \
+        (old & np.uint32(0xFFFF0000)) | value
+    wave.write_lanes(dst, out, ins, mask=mask, track=False)
+    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
+
+
 @semantics(*_DS_WRITES, mods=("offset",))
 def ds_write(wave, ins, ctx):
     """LDS at each active lane's address = VGPR data (lgkmcnt)."""
