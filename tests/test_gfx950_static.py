@@ -129,6 +129,9 @@ def test_ping_pong_structure(name):
     assert global_loads == {"global_load_dwordx4"} | ({"global_load_sbyte"} if "fp8" in name else set()), \
         global_loads  # sbyte: the per-block exponents
     assert mnemonics.count("ds_write_b128") == 6  # K and V of a tile: two first tiles, one in the loop
+    transpose = "ds_read_b64_tr_b8" if "fp8" in name else "ds_read_b64_tr_b16"
+    assert mnemonics.count(transpose) == 16, "V^T through the transposing LDS reads: 16 per tile"
+    assert not [m for m in mnemonics if m.startswith(("ds_read_u8", "ds_read_u16"))]
 
 
 def test_fp8_kernel_is_exp_free():

@@ -2,7 +2,7 @@
 //
 // Each wave64 computes 32 query rows of one head against KV tiles of 32 keys with the 32 x 32 x 16 bf16
 // MFMA; 8 waves per workgroup in two ping-pong groups share each K and V tile through LDS (fwd_common.inc).
-// Not yet: ds_read_b64_tr_b16 for V^T (read as 16-bit halves here).
+// V^T reaches the P.V MFMA through ds_read_b64_tr_b16.
 //
 // Math per KV tile (keys key0 .. key0 + 31), in the transposed orientation so that a lane owns one query:
 //   S^T = K Q^T                      8 MFMAs, A = K (keys x 16 dims), B = Q^T (16 dims x queries)
@@ -42,7 +42,7 @@
 .set v_fill_row, 216    // the tile row this lane fills
 .set v_fill_lds, 217    // its byte offset in a tile
 .set v_k_lds, 218       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, dims 8 h ..
-.set v_v_lds, 219       // LDS offset of this lane's V^T operand column in a tile (the V half): row 4 h, dim lane % 32
+.set v_v_lds, 219       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 220
 
 // ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
@@ -58,8 +58,10 @@
     s_waitcnt lgkmcnt(0)
 .endm
 
-// A = V^T of tile n from its LDS buffer: element pair t of dim block c, K-step u from the key rows
-// 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h, e = 0 (low half), 1 (high half), at dim 32 c + lane % 32
+// A = V^T of tile n from its LDS buffer: element pair t of dim block c, K-step u holds keys
+// 16 u + 8 (t / 2) + 2 (t % 2) + e + 4 h, e = 0, 1, at dim 32 c + lane % 32. ds_read_b64_tr_b16 gives each
+// lane of a 16-lane group one column (its dim) of the 4 x 16 tile its lanes address, row r read by lanes
+// 4 r .. 4 r + 3: rows r = 0..3 are keys 16 u + 8 (t / 2) + 4 h + r, i.e. element pairs t and t + 1 (t even).
 .macro read_v
     v_add_u32 v[v_t0], s[s_buf], v[v_v_lds]
     .set c_, 0
@@ -67,9 +69,8 @@
     .set u_, 0
     .rept 2
     .set t_, 0
-    .rept 4
-    ds_read_u16_d16 v[v_v + 4 * (2 * c_ + u_) + t_], v[v_t0] offset:kRowBytes * (16 * u_ + 8 * (t_ / 2) + 2 * (t_ % 2)) + 64 * c_
-    ds_read_u16_d16_hi v[v_v + 4 * (2 * c_ + u_) + t_], v[v_t0] offset:kRowBytes * (16 * u_ + 8 * (t_ / 2) + 2 * (t_ % 2) + 1) + 64 * c_
+    .rept 2
+    ds_read_b64_tr_b16 v[v_v + 4 * (2 * c_ + u_) + 2 * t_:v_v + 4 * (2 * c_ + u_) + 2 * t_ + 1], v[v_t0] offset:kRowBytes * (16 * u_ + 8 * t_) + 64 * c_
     .set t_, t_ + 1
     .endr
     .set u_, u_ + 1
@@ -148,8 +149,14 @@ fwd_bf16_hd128:
     v_lshlrev_b32 v[v_k_lds], 8, v[v_l32]
     v_lshlrev_b32 v[v_t0], 4, v[v_half]
     v_add_u32 v[v_k_lds], v[v_k_lds], v[v_t0]
-    v_lshlrev_b32 v[v_v_lds], 10, v[v_half]
-    v_lshl_add_u32 v[v_v_lds], v[v_l32], 1, v[v_v_lds]
+    // V^T: lane L of 16-lane group G reads row r = (L % 16) / 4, key 4 h + r, dims 16 (G % 2) + 4 (L % 4)
+    v_bfe_u32 v[v_t1], v[v_lane], 2, 2                        // r
+    v_lshl_add_u32 v[v_t1], v[v_half], 2, v[v_t1]             // + 4 h
+    v_lshlrev_b32 v[v_v_lds], 8, v[v_t1]                       // key * kRowBytes
+    v_and_b32 v[v_t1], 16, v[v_lane]                           // 16 (G % 2) dims
+    v_and_b32 v[v_t2], 3, v[v_lane]
+    v_lshl_add_u32 v[v_t1], v[v_t2], 2, v[v_t1]               // + 4 (L % 4)
+    v_lshl_add_u32 v[v_v_lds], v[v_t1], 1, v[v_v_lds]         // 2 bytes a dim
     v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped into the tensor), dims 16 s + 8 h .. + 7 of K-step s

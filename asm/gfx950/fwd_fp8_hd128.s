@@ -54,7 +54,6 @@
 .set v_s, 104           // v[104:135] S^T, S tile T in v[v_s + 16 T : + 15]
 .set v_p, 136           // v[136:143] B = P^T codes (and epilogue scratch)
 .set v_o, 144           // v[144:207] O^T, dim block c in v[v_o + 16 c : + 15]
-.set v_bytes, 208       // v[208:215] V bytes of one row group: dim block c in v_bytes + 2 c (rows 0, 2), + 1 (rows 1, 3)
 .set v_stage, 216       // v[216:223] this lane's 16 bytes of K and of V of a tile fill in flight
 .set v_row_constant, 224
 .set v_vscale, 225      // E8M0 scale of V^T in the P.V MFMA: 127 + this tile's V exponent (127: none)
@@ -62,7 +61,7 @@
 .set v_fill_row, 227    // the tile row this lane fills
 .set v_fill_lds, 228    // its byte offset in a tile
 .set v_k_lds, 229       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, byte 16 h
-.set v_v_lds, 230       // LDS offset of this lane's V^T operand column in a tile (the V half): row 4 h, dim lane % 32
+.set v_v_lds, 230       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 231
 
 // s[dst] = the int8 exponent (sign-extended) at exponents[(batch * s[heads] + s[head]) * s[blocks] + s[block]].
@@ -131,28 +130,21 @@
 .endm
 
 // A = V^T of tile n from its LDS buffer: VGPR w = 4 T + g of dim block c holds keys 32 T + 8 g + 4 h + e,
-// e = 0..3, at dim 32 c + lane % 32: rows e = 0, 2 into the 16-bit halves of one register, e = 1, 3 of
-// another, then merged as bytes e = 0..3
+// e = 0..3, at dim 32 c + lane % 32. ds_read_b64_tr_b8 gives each lane of a 16-lane group one column (its
+// dim) of the 8 x 16 byte tile its lanes address, row r read by lanes 2 r (bytes 0-7) and 2 r + 1 (8-15):
+// rows r = 0..7 are keys 32 T + 8 g + 4 h + {0, 1, 2, 3, 8, 9, 10, 11}, i.e. VGPRs w and w + 1 (g even).
 .macro read_v
     v_add_u32 v[v_t0], s[s_buf], v[v_v_lds]
-    .set w_, 0
-    .rept 8
     .set c_, 0
     .rept kHeadDim / 32
-    ds_read_u8_d16 v[v_bytes + 2 * c_], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4)) + 32 * c_
-    ds_read_u8_d16 v[v_bytes + 2 * c_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 1) + 32 * c_
-    ds_read_u8_d16_hi v[v_bytes + 2 * c_], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 2) + 32 * c_
-    ds_read_u8_d16_hi v[v_bytes + 2 * c_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 4) + 8 * (w_ % 4) + 3) + 32 * c_
+    .set w_, 0
+    .rept 4
+    ds_read_b64_tr_b8 v[v_v + 8 * c_ + 2 * w_:v_v + 8 * c_ + 2 * w_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 2) + 16 * (w_ % 2)) + 32 * c_
+    .set w_, w_ + 1
+    .endr
     .set c_, c_ + 1
     .endr
     s_waitcnt lgkmcnt(0)
-    .set c_, 0
-    .rept kHeadDim / 32
-    v_lshl_or_b32 v[v_v + 8 * c_ + w_], v[v_bytes + 2 * c_ + 1], 8, v[v_bytes + 2 * c_]
-    .set c_, c_ + 1
-    .endr
-    .set w_, w_ + 1
-    .endr
 .endm
 
 // S^T_T = K_T Q^T
@@ -246,8 +238,16 @@ fwd_fp8_hd128:
     v_lshlrev_b32 v[v_k_lds], 7, v[v_l32]
     v_lshlrev_b32 v[v_t0], 4, v[v_half]
     v_add_u32 v[v_k_lds], v[v_k_lds], v[v_t0]
-    v_lshlrev_b32 v[v_v_lds], 9, v[v_half]
-    v_add_u32 v[v_v_lds], v[v_v_lds], v[v_l32]
+    // V^T: lane L of 16-lane group G reads row r = (L % 16) / 2, key 4 h + r + 4 (r / 4), dims 16 (G % 2) + 8 (L % 2)
+    v_bfe_u32 v[v_t1], v[v_lane], 1, 3                        // r
+    v_lshrrev_b32 v[v_t2], 2, v[v_t1]
+    v_lshl_add_u32 v[v_t1], v[v_t2], 2, v[v_t1]               // r + 4 (r / 4)
+    v_lshl_add_u32 v[v_t1], v[v_half], 2, v[v_t1]             // + 4 h
+    v_lshlrev_b32 v[v_v_lds], 7, v[v_t1]                       // key * kRowBytes
+    v_and_b32 v[v_t1], 16, v[v_lane]                           // 16 (G % 2)
+    v_add_u32 v[v_v_lds], v[v_v_lds], v[v_t1]
+    v_and_b32 v[v_t1], 1, v[v_lane]
+    v_lshl_add_u32 v[v_v_lds], v[v_t1], 3, v[v_v_lds]         // + 8 (L % 2)
     v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32

@@ -82,6 +82,7 @@ _INT_OPS = {
     "v_add_lshl_u32": (3, lambda a, b, c: ((a + b) & np.uint64(0xFFFFFFFF)) << (c & np.uint64(31))),
     "v_lshl_or_b32": (3, lambda a, b, c: (a << (b & np.uint64(31))) | c),
     "v_and_or_b32": (3, lambda a, b, c: (a & b) | c),
+    "v_bfe_u32": (3, lambda a, b, c: (a >> (b & np.uint64(31))) & ((np.uint64(1) << (c & np.uint64(31))) - np.uint64(1))),
     "v_add3_u32": (3, lambda a, b, c: a + b + c),
 }
 for _name, (_n, _fn) in _INT_OPS.items():
