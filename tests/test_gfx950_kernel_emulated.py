@@ -70,7 +70,8 @@ def bf16_floor(q, k, v, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 40, 200, 2, 2), (2, 70, 70, 2, 1)],
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
+                                   (2, 70, 70, 2, 1)],
                          ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
 def test_fwd_bf16_hd128(shape, causal):
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
@@ -158,7 +159,8 @@ def _quantize(x, per_head, heads_kv):
 
 @pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 40, 200, 2, 2), (2, 70, 130, 2, 1)],
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
+                                   (2, 70, 130, 2, 1)],
                          ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
 def test_fwd_fp8_hd128(shape, causal, per_head):
     """Against the numpy model of the same pipeline (exp-free codes at the running max of each 64-key tile):

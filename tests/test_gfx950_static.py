@@ -92,6 +92,22 @@ def _metadata(path):
     return {k: int(v) for k, v in fields.items() if v.isdigit()}
 
 
+WAVES_PER_WORKGROUP, SIMDS_PER_CU, VGPRS_PER_SIMD_LANE = 8, 4, 512
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_descriptor_within_plan(name):
+    """The descriptor the assembler computed: no AGPRs, no scratch, the LDS of three KV tile buffers, and few
+    enough VGPRs that the 8 waves of a workgroup fit the CU (two waves per SIMD)."""
+    from gfx950_emu import load_code_object
+    kd = load_code_object(str(code_object(name))).kernel(name).descriptor
+    sets = assembly_sets(name)
+    assert kd.agprs == 0 and kd.scratch_bytes == 0
+    assert kd.lds_bytes == 3 * 2 * 8192  # kBuffers x (K + V tile) of fwd_common.inc
+    assert kd.vgprs <= VGPRS_PER_SIMD_LANE // (WAVES_PER_WORKGROUP // SIMDS_PER_CU), f"{kd.vgprs} VGPRs"
+    assert kd.vgprs >= sets["v_end"], "the allocation must cover the register map"
+
+
 @pytest.mark.parametrize("name", KERNELS)
 def test_resources_within_plan(name):
     meta, sets = _metadata(code_object(name)), assembly_sets(name)
