@@ -93,6 +93,7 @@ def _metadata(path):
 
 
 WAVES_PER_WORKGROUP, SIMDS_PER_CU, VGPRS_PER_SIMD_LANE = 8, 4, 512
+SGPRS_PER_WAVE = 102  # addressable s0..s101 on gfx9 (VCC and the trap registers above)
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -106,6 +107,10 @@ def test_descriptor_within_plan(name):
     assert kd.lds_bytes == 3 * 2 * 8192  # kBuffers x (K + V tile) of fwd_common.inc
     assert kd.vgprs <= VGPRS_PER_SIMD_LANE // (WAVES_PER_WORKGROUP // SIMDS_PER_CU), f"{kd.vgprs} VGPRs"
     assert kd.vgprs >= sets["v_end"], "the allocation must cover the register map"
+    meta = _metadata(code_object(name))
+    used_sgprs = max(int(m) for m in re.findall(r"\bs\[?(\d+)", "\n".join(
+        ops for _, _, ops in gfx950_lint.disassemble(str(code_object(name)))))) + 1
+    assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
 @pytest.mark.parametrize("name", KERNELS)
