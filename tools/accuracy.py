@@ -4,7 +4,7 @@ end (quantization included), for flashprefill and its peers on the same inputs.
     python tools/accuracy.py [--out DIR] [--seq 4096]
 
 Input distributions (q, k, v drawn in float32, then rounded to bf16 or quantized to fp8 with FA3-style
-per-(batch, kv-head) descales): "normal" N(0, 1); "outlier" four channels of q and k 20x larger and a shared
+per-(batch, kv-head) descales; one more row quantizes after flashprefill's exact Hadamard rotation of q and k): "normal" N(0, 1); "outlier" four channels of q and k 20x larger and a shared
 key offset of 3. fp8 rows also give the kernel-only error against float64 attention of the dequantized inputs.
 Writes DIR/accuracy.json and prints a table.
 """
@@ -95,6 +95,12 @@ def main():
             rows.append(row)
         rows.append({"dist": dist, "peer": "input rounding floor (fp8, float64 attention)", "dtype": "fp8",
                      "end_to_end": rel_l2(dequantized, exact)})
+        # the exact rotation before quantizing (flashprefill.quantize_qkv), same kernel and factor layout
+        import flashprefill as fp
+        prepared = fp.quantize_qkv(q, k, v, rotate=True)
+        out = fp.attention(**prepared, causal=True)
+        rows.append({"dist": dist, "peer": "flashprefill fp8 + Hadamard rotation", "dtype": "fp8",
+                     "end_to_end": rel_l2(out, exact)})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "accuracy.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "seq": args.seq, "heads": [HEADS_Q, HEADS_KV],

@@ -3,12 +3,12 @@
 `import flashprefill` needs no built library: the numpy reference (flashprefill.reference) and the FP8 model
 (flashprefill.fp8) work without it; the library is loaded on the first call that needs it.
 """
-from . import fp8, reference
+from . import fp8, prepare, reference
 from ._arrays import DeviceArray
 from ._lib import LibraryNotFoundError
 from ._params import DescaleKind, DType, Status
-from .api import Error, attention, quantize_fp8, supports, version
+from .api import Error, attention, quantize_fp8, quantize_qkv, supports, version
 from .scales import BlockScales
 
 __all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "Status",
-           "attention", "fp8", "quantize_fp8", "reference", "supports", "version"]
+           "attention", "fp8", "prepare", "quantize_fp8", "quantize_qkv", "reference", "supports", "version"]

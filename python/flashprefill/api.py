@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import math
 
-from . import _arrays, _lib, fp8
+from . import _arrays, _lib, fp8, prepare
 from ._params import DType, Params, Status
 from .scales import BlockScales, descale
 
@@ -180,3 +180,30 @@ def quantize_fp8(x, block=128):
         return torch.from_dlpack(codes).view(torch.float8_e4m3fn), BlockScales(torch.from_dlpack(exponents), block)
     codes, exponents = fp8.quantize_blocks(x, block)
     return _arrays.cupy_view(codes, "float8_e4m3fn"), BlockScales(exponents, block)
+
+
+def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0):
+    """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
+    q_descale, k_descale, v_descale ready for attention(**prepared): rotated by a random-sign Hadamard (exact
+    for q k^T; spreads outlier channels before rounding), k optionally smoothed, then quantized with
+    FlashAttention-3-style per-(batch, kv head) factors or, with per_block=tokens, BlockScales. See
+    prepare.quantize_qkv for the details; the arithmetic runs in CuPy on the inputs' device.
+    """
+    torch_inputs = _arrays.is_torch(q)
+    if torch_inputs:
+        import cupy
+        import torch
+        q, k, v = (cupy.from_dlpack(x) for x in (q, k, v))
+    prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, per_block=per_block, seed=seed)
+    out = {}
+    for name in "qkv":
+        codes, descale = prepared[name], prepared[f"{name}_descale"]
+        if torch_inputs:
+            codes = torch.from_dlpack(codes).view(torch.float8_e4m3fn)
+            descale = (BlockScales(torch.from_dlpack(descale[0]), descale[1]) if per_block
+                       else torch.from_dlpack(descale))
+        else:
+            codes = _arrays.cupy_view(codes, "float8_e4m3fn")
+            descale = BlockScales(*descale) if per_block else descale
+        out[name], out[f"{name}_descale"] = codes, descale
+    return out
