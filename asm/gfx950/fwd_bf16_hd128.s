@@ -80,6 +80,10 @@
     s_waitcnt lgkmcnt(0)
 .endm
 
+// no per-tile descales in bf16
+.macro tile_scales
+.endm
+
 // S^T = K Q^T
 .macro mma_s
     v_mfma_f32_32x32x16_bf16 v[v_s:v_s + 15], v[v_k:v_k + 3], v[v_q:v_q + 3], 0
@@ -171,43 +175,7 @@ fwd_bf16_hd128:
     .set step_, step_ + 1
     .endr
 
-    // P and V of "tile -1" are zero, so the first phase M's P.V adds nothing
-    .set i_, 0
-    .rept 32
-    v_mov_b32 v[v_v + i_], 0
-    .set i_, i_ + 1
-    .endr
-    .set i_, 0
-    .rept 8
-    v_mov_b32 v[v_p + i_], 0
-    .set i_, i_ + 1
-    .endr
-    fill_first_tiles
-    pingpong_enter
-
-.Ltile:
-    // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
-    s_setprio 1
-    s_waitcnt vmcnt(0)
-    read_k
-    mma_s
-    mma_pv
-    s_setprio 0
-    s_barrier
-    // phase V: tile n + 2's loads in flight while V(n) is read and the softmax turns S(n) into P(n)
-    wait_mfma_result
-    s_add_u32 s[s_t3], s[s_key0], 2 * kTileKeys
-    fill_issue s_t3
-    read_v
-    softmax_tile
-    fill_commit s_buf_fill
-    s_barrier
-    next_tile
-    pingpong_exit
-
-    s_waitcnt vmcnt(0)
-    mma_pv
-    wait_mfma_result
+    fwd_tile_loop
     fwd_epilogue
 .Lfwd_bf16_hd128_end:
     .size fwd_bf16_hd128, .Lfwd_bf16_hd128_end - fwd_bf16_hd128

@@ -262,44 +262,7 @@ fwd_fp8_hd128:
     .set i_, i_ + 1
     .endr
 
-    // P and V of "tile -1" are zero, so the first phase M's P.V adds nothing
-    .set i_, 0
-    .rept 32
-    v_mov_b32 v[v_v + i_], 0
-    .set i_, i_ + 1
-    .endr
-    .set i_, 0
-    .rept 8
-    v_mov_b32 v[v_p + i_], 0
-    .set i_, i_ + 1
-    .endr
-    fill_first_tiles
-    pingpong_enter
-
-.Ltile:
-    // phase M: S(n) = K(n) Q^T and O += P(n-1) V(n-1), at raised priority
-    s_setprio 1
-    s_waitcnt vmcnt(0)
-    read_k
-    mma_s
-    mma_pv
-    s_setprio 0
-    s_barrier
-    // phase V: tile n + 2's loads in flight while V(n) is read and the softmax turns S(n) into P(n)
-    wait_mfma_result
-    s_add_u32 s[s_t3], s[s_key0], 2 * kTileKeys
-    fill_issue s_t3
-    tile_scales
-    read_v
-    softmax_tile
-    fill_commit s_buf_fill
-    s_barrier
-    next_tile
-    pingpong_exit
-
-    s_waitcnt vmcnt(0)
-    mma_pv
-    wait_mfma_result
+    fwd_tile_loop
 
     // the codes were 2^8 times p: lse = ln 2 (m_used - 8 + log2 l)
     v_subrev_f32 v[v_m_used], 0x41000000, v[v_m_used]
