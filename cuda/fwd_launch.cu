@@ -62,12 +62,20 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "cudaFuncSetAttribute(%d bytes of shared memory): %s", smem_bytes,
                        cudaGetErrorString(err));
     const dim3 grid((p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM, p->heads_q, p->batch);
-    if (grid.y > 65535 || grid.z > 65535)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads_q = %d or batch = %d exceeds this kernel's grid of 65535",
-                       p->heads_q, p->batch);
     kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
+    return FLASHPREFILL_SUCCESS;
+}
+
+// The grid's y and z (heads_q, batch) stop at 65535 on CUDA.
+flashprefill_status check_grid(const flashprefill_params *p)
+{
+    constexpr int kMaxGridYz = 65535;
+    if (p->heads_q > kMaxGridYz || p->batch > kMaxGridYz)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "heads_q = %d or batch = %d exceeds this kernel's grid limit of %d", p->heads_q, p->batch,
+                       kMaxGridYz);
     return FLASHPREFILL_SUCCESS;
 }
 
@@ -80,8 +88,8 @@ constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
 
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128>},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales, 0,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
+     fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

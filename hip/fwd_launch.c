@@ -15,6 +15,23 @@ enum { QUERIES_PER_WORKGROUP = 256, LANES_PER_WORKGROUP = 512, KV_TILE_KEYS_FP8 
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 
+/* The kernels keep sequence and head strides in 32 bits, and the grid's y and z (heads_q, batch) in 16. */
+static flashprefill_status check_limits(const flashprefill_params *p)
+{
+    const int64_t elem = p->in_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 1, out_elem = 2;
+    const int64_t strides[8] = {p->q_stride_seq * elem, p->q_stride_head * elem, p->k_stride_seq * elem,
+                                p->k_stride_head * elem, p->v_stride_seq * elem, p->v_stride_head * elem,
+                                p->out_stride_seq * out_elem, p->out_stride_head * out_elem};
+    for (int i = 0; i < 8; ++i)
+        if (!fits_u32(strides[i]))
+            return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                           "the gfx950 kernels take sequence and head strides below 4 GiB");
+    if (p->heads_q > 65535 || p->batch > 65535)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads_q = %d or batch = %d exceeds the grid limit of 65535",
+                       p->heads_q, p->batch);
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status fp_backend_check_device(const flashprefill_params *p)
 {
     const fp_hip_api *api;
@@ -60,23 +77,17 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     if (s)
         return s;
     const int64_t elem = p->in_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 1, out_elem = 2;
-    const int64_t strides[8] = {p->q_stride_seq * elem, p->q_stride_head * elem, p->k_stride_seq * elem,
-                                p->k_stride_head * elem, p->v_stride_seq * elem, p->v_stride_head * elem,
-                                p->out_stride_seq * out_elem, p->out_stride_head * out_elem};
-    for (int i = 0; i < 8; ++i)
-        if (!fits_u32(strides[i]))
-            return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                           "the gfx950 kernels take sequence and head strides below 4 GiB");
     fp_gfx950_fwd_kernarg a = {
         .q = (uint64_t)(uintptr_t)p->q, .k = (uint64_t)(uintptr_t)p->k, .v = (uint64_t)(uintptr_t)p->v,
         .out = (uint64_t)(uintptr_t)p->out, .lse = (uint64_t)(uintptr_t)p->lse,
-        .q_stride_seq = (uint32_t)strides[0], .q_stride_head = (uint32_t)strides[1],
+        .q_stride_seq = (uint32_t)(p->q_stride_seq * elem), .q_stride_head = (uint32_t)(p->q_stride_head * elem),
         .q_stride_batch = (uint64_t)(p->q_stride_batch * elem),
-        .k_stride_seq = (uint32_t)strides[2], .k_stride_head = (uint32_t)strides[3],
+        .k_stride_seq = (uint32_t)(p->k_stride_seq * elem), .k_stride_head = (uint32_t)(p->k_stride_head * elem),
         .k_stride_batch = (uint64_t)(p->k_stride_batch * elem),
-        .v_stride_seq = (uint32_t)strides[4], .v_stride_head = (uint32_t)strides[5],
+        .v_stride_seq = (uint32_t)(p->v_stride_seq * elem), .v_stride_head = (uint32_t)(p->v_stride_head * elem),
         .v_stride_batch = (uint64_t)(p->v_stride_batch * elem),
-        .out_stride_seq = (uint32_t)strides[6], .out_stride_head = (uint32_t)strides[7],
+        .out_stride_seq = (uint32_t)(p->out_stride_seq * out_elem),
+        .out_stride_head = (uint32_t)(p->out_stride_head * out_elem),
         .out_stride_batch = (uint64_t)(p->out_stride_batch * out_elem),
         .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k, .heads_q = p->heads_q,
         .heads_per_kv = p->heads_q / p->heads_kv, .causal = p->causal, .causal_offset = p->seqlen_k - p->seqlen_q,
@@ -114,10 +125,10 @@ static flashprefill_status launch_fwd_fp8_hd128(const flashprefill_params *p, vo
 
 const fp_kernel_entry fp_backend_kernels[] = {
     {"gfx950_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, launch_fwd_bf16_hd128},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, check_limits, launch_fwd_bf16_hd128},
     {"gfx950_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
-     KV_TILE_KEYS_FP8, launch_fwd_fp8_hd128},
+     KV_TILE_KEYS_FP8, check_limits, launch_fwd_fp8_hd128},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];

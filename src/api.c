@@ -63,20 +63,31 @@ static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
            accepts_descale(e, &p->v_descale);
 }
 
-/* Validates p and finds its kernel; on failure sets the last error and returns NULL with *status set. */
+/* Validates p and finds its kernel; on failure sets the last error and returns NULL with *status set. A kernel
+   whose own check refuses p leaves its reason as the error when no later kernel takes p. */
 static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashprefill_status *status)
 {
     last_error[0] = '\0';
     if ((*status = fp_validate(p)))
         return NULL;
-    for (int i = 0; i < fp_backend_kernel_count; ++i)
-        if (accepts(&fp_backend_kernels[i], p))
-            return &fp_backend_kernels[i];
-    *status = fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                      "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v "
-                      "%d/%d/%d (%d kernels built)",
-                      dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
-                      (int)p->k_descale.kind, (int)p->v_descale.kind, fp_backend_kernel_count);
+    int refused_by_check = 0;
+    for (int i = 0; i < fp_backend_kernel_count; ++i) {
+        const fp_kernel_entry *e = &fp_backend_kernels[i];
+        if (!accepts(e, p))
+            continue;
+        if (e->check == NULL || e->check(p) == FLASHPREFILL_SUCCESS) {
+            last_error[0] = '\0';
+            return e;
+        }
+        refused_by_check = 1;
+    }
+    *status = FLASHPREFILL_ERROR_NOT_SUPPORTED;
+    if (!refused_by_check)
+        fp_fail(*status,
+                "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v %d/%d/%d "
+                "(%d kernels built)",
+                dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
+                (int)p->k_descale.kind, (int)p->v_descale.kind, fp_backend_kernel_count);
     return NULL;
 }
 

@@ -17,6 +17,9 @@ extern "C" {
 #define FP_DESCALE_BIT(kind) (1u << (unsigned)(kind))
 
 typedef flashprefill_status (*fp_launch_fn)(const flashprefill_params *p, void *stream);
+/* A kernel's own limits beyond its entry's fields (grid sizes, stride ranges): SUCCESS, or NOT_SUPPORTED with
+   the last error saying which. Never touches the GPU: flashprefill_supports calls it too. */
+typedef flashprefill_status (*fp_check_fn)(const flashprefill_params *p);
 
 typedef struct fp_kernel_entry {
     const char *name;            /* e.g. "hopper_fwd_bf16_hd128" */
@@ -26,6 +29,7 @@ typedef struct fp_kernel_entry {
     int32_t dim_v;
     uint32_t descale_kinds;      /* FP_DESCALE_BIT() of each kind accepted (q, k and v alike) */
     int32_t block_tokens_multiple; /* PER_BLOCK: block_tokens must be a multiple of this (its KV tile) */
+    fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;
 } fp_kernel_entry;
 

@@ -57,6 +57,19 @@ def test_supports_hd128_bf16_and_fp8(lib):
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
 
 
+def test_kernel_limits_answered_by_supports(lib):
+    """Limits of the kernels themselves (32-bit strides, 16-bit grid y and z) come from supports too."""
+    p = params()
+    p.q_stride_seq = 2**31 + 8  # elements: 4 GiB and more in bytes
+    p.q_stride_batch = p.q_stride_seq * 200
+    p.out = 0x7FE000000000  # past q's now 800 GB span
+    assert lib.flashprefill_supports(ctypes.byref(p)) == Status.ERROR_NOT_SUPPORTED
+    assert b"strides below 4 GiB" in lib.flashprefill_last_error()
+    p = params(heads_q=70000, heads_kv=2)
+    assert lib.flashprefill_supports(ctypes.byref(p)) == Status.ERROR_NOT_SUPPORTED
+    assert b"grid limit of 65535" in lib.flashprefill_last_error()
+
+
 def test_same_validation_as_cuda(lib):
     p = params()
     p.heads_kv = 3

@@ -123,6 +123,8 @@ CASES = [
      "out overlaps itself: out_stride_seq = 1016 is smaller than the 1024 elements"),
     ("out_stride_batch<seq span", valid_params, setter(out_stride_batch=1024 * 199), INVALID,
      "out overlaps itself: out_stride_batch"),
+    ("heads_q past the CUDA grid", lambda: valid_params(heads_q=70000, heads_kv=2), setter(), NOT_SUPPORTED,
+     "heads_q = 70000 or batch = 2 exceeds this kernel's grid limit of 65535"),
     ("out overlaps q", valid_params, setter(out=FAKE_POINTERS["q"] + 4096), INVALID,
      "out overlaps q: the output must not share memory with an input"),
     ("out is v", valid_params, setter(out=FAKE_POINTERS["v"]), INVALID, "out overlaps v"),
