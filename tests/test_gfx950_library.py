@@ -62,7 +62,7 @@ def test_kernel_limits_answered_by_supports(lib):
     p = params()
     p.q_stride_seq = 2**31 + 8  # elements: 4 GiB and more in bytes
     p.q_stride_batch = p.q_stride_seq * 200
-    p.out = 0x7FE000000000  # past q's now 800 GB span
+    p.out = 0x100000000000  # below q, whose span is now 1.7 TB
     assert lib.flashprefill_supports(ctypes.byref(p)) == Status.ERROR_NOT_SUPPORTED
     assert b"strides below 4 GiB" in lib.flashprefill_last_error()
     p = params(heads_q=70000, heads_kv=2)
