@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
 RNG = np.random.default_rng()
 BF16_NAN = np.uint16(0x7FC0)
-QUERIES_PER_WORKGROUP, LANES_PER_WORKGROUP = 256, 512  # 8 waves of 32 queries (asm/gfx950/fwd_common.inc)
+QUERIES_PER_WORKGROUP, LANES_PER_WORKGROUP = 256, 512  # 8 waves of 32 queries (asm/gfx950/fwd_contract.inc)
 
 
 class Kernarg(ctypes.Structure):
@@ -48,7 +48,7 @@ class Kernarg(ctypes.Structure):
 
 def _assembly_offsets():
     import re
-    text = (ROOT / "asm" / "gfx950" / "fwd_common.inc").read_text()
+    text = (ROOT / "asm" / "gfx950" / "fwd_contract.inc").read_text()
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
 
 

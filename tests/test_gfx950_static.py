@@ -104,7 +104,7 @@ def test_descriptor_within_plan(name):
     kd = load_code_object(str(code_object(name))).kernel(name).descriptor
     sets = assembly_sets(name)
     assert kd.agprs == 0 and kd.scratch_bytes == 0
-    assert kd.lds_bytes == 3 * 2 * 8192  # kBuffers x (K + V tile) of fwd_common.inc
+    assert kd.lds_bytes == 3 * 2 * 8192  # kBuffers x (K + V tile) of fwd_contract.inc
     assert kd.vgprs <= VGPRS_PER_SIMD_LANE // (WAVES_PER_WORKGROUP // SIMDS_PER_CU), f"{kd.vgprs} VGPRs"
     assert kd.vgprs >= sets["v_end"], "the allocation must cover the register map"
     meta = _metadata(code_object(name))

@@ -1,7 +1,7 @@
 // fwd_bf16_hd128: causal (or full) attention forward, bf16 in and out, head dim 128, gfx950 (MI355X).
 //
 // Each wave64 computes 32 query rows of one head against KV tiles of 32 keys with the 32 x 32 x 16 bf16
-// MFMA; 8 waves per workgroup in two ping-pong groups share each K and V tile through LDS (fwd_common.inc).
+// MFMA; 8 waves per workgroup in two ping-pong groups share each K and V tile through LDS (fwd_tile_loop.inc).
 // V^T reaches the P.V MFMA through ds_read_b64_tr_b16.
 //
 // Math per KV tile (keys key0 .. key0 + 31), in the transposed orientation so that a lane owns one query:
@@ -19,9 +19,12 @@
 //   16 u + 8 (j / 4) + 4 h + j % 4,
 // and the V^T operand is gathered in that same key order, so the two operands agree.
 //
-// Contract: fwd_common.inc (arguments, grid, entry registers, no LDS); registers below.
+// Contract: fwd_contract.inc (arguments, grid, entry registers, no LDS); registers below.
 
-.include "fwd_common.inc"
+.include "fwd_contract.inc"
+.include "fwd_frame.inc"
+.include "fwd_softmax.inc"
+.include "fwd_tile_loop.inc"
 
 .set kTileKeys, 32      // keys per loop iteration
 .set kRowBytes, 256     // one K or V row in LDS: 128 bf16
@@ -31,7 +34,7 @@
 .error "the register map below is laid out for head dim 128 and 32 x 32 tiles"
 .endif
 
-// ---- VGPRs from 24 (0..23: fwd_common.inc) ----------------------------------------------------------------
+// ---- VGPRs from 24 (0..23: fwd_contract.inc) ----------------------------------------------------------------
 .set v_q, 24            // v[24:55]  B = Q^T, K-step s in v[v_q + 4 s : + 3]
 .set v_k, 56            // v[56:87]  A = K, K-step s
 .set v_v, 88            // v[88:119] A = V^T, dim block c and K-step u in v[v_v + 4 (2 c + u) : + 3]
@@ -45,7 +48,7 @@
 .set v_v_lds, 219       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 220
 
-// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
+// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_tile_loop.inc) ---------------
 
 // A = K of tile n from its LDS buffer: lane (key lane % 32, dims 16 s + 8 h .. + 7 of K-step s)
 .macro read_k

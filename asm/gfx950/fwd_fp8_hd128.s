@@ -22,9 +22,12 @@
 // (h, j) names key 32 (j / 16) + 8 ((j % 16) / 4) + 4 h + j % 4 — four consecutive keys per VGPR — and
 // the V^T operand is gathered in that same order.
 //
-// Contract: fwd_common.inc (arguments, grid, entry registers, no LDS); registers below.
+// Contract: fwd_contract.inc (arguments, grid, entry registers, no LDS); registers below.
 
-.include "fwd_common.inc"
+.include "fwd_contract.inc"
+.include "fwd_frame.inc"
+.include "fwd_softmax.inc"
+.include "fwd_tile_loop.inc"
 
 .set kTileKeys, 64      // keys per loop iteration: the K of the P.V MFMA
 .set kRowBytes, 128     // one K or V row in LDS: 128 e4m3
@@ -38,7 +41,7 @@
 .error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
 .endif
 
-// ---- SGPRs from 89 (fwd_common.inc has the rest) ----------------------------------------------------------
+// ---- SGPRs from 89 (fwd_contract.inc has the rest) ----------------------------------------------------------
 .set s_scale_qk, 89     // softmax_scale * log2(e) * q_descale * k_descale (of this tile's key block)
 .set s_scale8, 90       // 8 * s_scale_qk
 .set s_q_factor, 91     // q descale: a factor, or 2^exponent of this wave's query block
@@ -47,7 +50,7 @@
 .set s_exp_block, 94    // a per-block scale's block index
 .set s_heads_kv, 95
 
-// ---- VGPRs from 24 (0..23: fwd_common.inc) ----------------------------------------------------------------
+// ---- VGPRs from 24 (0..23: fwd_contract.inc) ----------------------------------------------------------------
 .set v_q, 24            // v[24:39]   B = Q^T, K-step s in v[v_q + 8 s : + 7]
 .set v_k, 40            // v[40:71]   A = K, S tile T and K-step s in v[v_k + 16 T + 8 s : + 7]
 .set v_v, 72            // v[72:103]  A = V^T, dim block c in v[v_v + 8 c : + 7]
@@ -91,7 +94,7 @@
     s_cbranch_scc1 \label
 .endm
 
-// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_common.inc) ---------------
+// ---- the work of one KV tile, in pieces the loop orders for the ping-pong (fwd_tile_loop.inc) ---------------
 
 // This tile's key block (64 keys lie in one block): the k factor, scale_qk and scale8 for its softmax, and
 // the E8M0 scale of its V for its P.V
