@@ -1,4 +1,6 @@
-"""Shared test setup: the `gpu` marker, skipped with the reason where no NVIDIA GPU is usable."""
+"""Shared test setup: the `gpu` marker, skipped with the reason where no NVIDIA GPU is usable; fresh random
+generators whose seed each failing test's captured output names."""
+import numpy as np
 import pytest
 
 
@@ -22,3 +24,17 @@ def pytest_collection_modifyitems(config, items):
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def rng_seed():
+    """(generator, seed): a fresh seed every run, printed so that a failure can be replayed."""
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    print(f"seed={seed}")
+    return np.random.default_rng(seed), seed
+
+
+@pytest.fixture
+def rng(rng_seed):
+    """A generator with a fresh, printed seed."""
+    return rng_seed[0]

@@ -11,13 +11,6 @@ from flashprefill import fp8
 from flashprefill.reference import attention_reference, error_report, relative_l2
 
 
-@pytest.fixture
-def rng_seed():
-    seed = int(np.random.SeedSequence().entropy % 2**32)
-    print(f"seed={seed}")
-    return np.random.default_rng(seed), seed
-
-
 def ml_dtypes_codes(x):
     with np.errstate(invalid="ignore", over="ignore"):
         return np.asarray(x, np.float32).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)

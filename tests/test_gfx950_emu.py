@@ -18,7 +18,6 @@ pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in _TOOLS),
     reason="needs clang-22, ld.lld-22 and llvm-objdump-22 (apt-get install clang-22 lld-22 llvm-22)")
 
-_RNG = np.random.default_rng(0)
 
 # s[0:1] kernarg; s[4:5] = arg0 (out), s[6:7] = arg1, s[8:9] = arg2; v1 = lane * 4 bytes
 _PROLOGUE = """
@@ -127,9 +126,8 @@ def test_scalar_alu(tmp_path):
 
 
 # ---- vector integer ALU --------------------------------------------------------------------------
-def test_vector_int(tmp_path):
-    a = _RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
-    b = _RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+def test_vector_int(tmp_path, rng):
+    a, b = rng.integers(0, 2**32, (2, 64), dtype=np.uint64).astype(np.uint32)
     body = """
   global_load_dword v2, v1, s[6:7]
   global_load_dword v3, v1, s[8:9]
@@ -161,9 +159,8 @@ def test_vector_int(tmp_path):
         np.testing.assert_array_equal(row, np.asarray(e).astype(np.uint64).astype(np.uint32))
 
 
-def test_carry_chain_and_mad_u64(tmp_path):
-    a = _RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
-    b = _RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+def test_carry_chain_and_mad_u64(tmp_path, rng):
+    a, b = rng.integers(0, 2**32, (2, 64), dtype=np.uint64).astype(np.uint32)
     body = """
   global_load_dword v2, v1, s[6:7]
   global_load_dword v3, v1, s[8:9]
@@ -190,9 +187,9 @@ def test_carry_chain_and_mad_u64(tmp_path):
 
 
 # ---- vector float ALU --------------------------------------------------------------------------
-def test_vector_float(tmp_path):
-    x = _RNG.standard_normal(64).astype(np.float32) * 4
-    y = _RNG.standard_normal(64).astype(np.float32)
+def test_vector_float(tmp_path, rng):
+    x = rng.standard_normal(64).astype(np.float32) * 4
+    y = rng.standard_normal(64).astype(np.float32)
     body = """
   global_load_dword v2, v1, s[6:7]
   global_load_dword v3, v1, s[8:9]
@@ -238,9 +235,9 @@ def test_denormals_follow_the_descriptor_mode(tmp_path, denorm_mode):
     np.testing.assert_array_equal(out, expect)
 
 
-def test_cvt_pk_bf16_rounds_to_nearest_even(tmp_path):
-    x = _RNG.standard_normal(64).astype(np.float32)
-    y = _RNG.standard_normal(64).astype(np.float32)
+def test_cvt_pk_bf16_rounds_to_nearest_even(tmp_path, rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    y = rng.standard_normal(64).astype(np.float32)
     ties = np.array([0x3F808000, 0x3F818000, 0x3F80C000, 0xBF808001], np.uint32)  # halfway cases
     x[:4] = ties.view(np.float32)
     y[:2] = [np.inf, -0.0]
@@ -284,8 +281,8 @@ def test_perm_readfirstlane_permlane32_accvgpr(tmp_path):
 
 
 # ---- EXEC masking, compares, branches ------------------------------------------------------------
-def test_compare_cndmask_and_exec_masking(tmp_path):
-    x = _RNG.standard_normal(64).astype(np.float32)
+def test_compare_cndmask_and_exec_masking(tmp_path, rng):
+    x = rng.standard_normal(64).astype(np.float32)
     body = """
   global_load_dword v2, v1, s[6:7]
   s_waitcnt vmcnt(0)
@@ -550,13 +547,13 @@ def test_ds_bpermute(tmp_path):
 
 
 @pytest.mark.parametrize("bits", [16, 8])
-def test_ds_read_b64_tr(tmp_path, bits):
+def test_ds_read_b64_tr(tmp_path, bits, rng):
     """LDS holds an n x 16 tile per 16-lane group (n = 64 / bits), row-major; lane j of the
     group reads 64 bits at row j // (16 / n), element column n * (j % (16 / n)); lane i
     must receive column i (its element r = tile[r][i])."""
     n = 64 // bits
     dtype = np.uint16 if bits == 16 else np.uint8
-    tiles = _RNG.integers(0, 2**bits, (4, n, 16)).astype(dtype)   # [group, row, column]
+    tiles = rng.integers(0, 2**bits, (4, n, 16)).astype(dtype)   # [group, row, column]
     lanes_per_row = 16 // n
     body = f"""
   v_lshlrev_b32 v4, 3, v0                   // 8 bytes per lane
@@ -642,12 +639,12 @@ def _run_mfma(tmp_path, body, a_img, b_img, c, d_of, d_regs, extra=()):
 
 
 @pytest.mark.parametrize("shape", ["32x32x16", "16x16x32"])
-def test_mfma_bf16(tmp_path, shape):
+def test_mfma_bf16(tmp_path, shape, rng):
     m, _, k = (int(x) for x in shape.split("x"))
     rows = 64 // (k // 8)                        # lanes sharing a k block: 32 or 16
-    a = _RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
-    b = _RNG.standard_normal((k, m)).astype(ml_dtypes.bfloat16)
-    c = _RNG.standard_normal((m, m)).astype(np.float32)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, m)).astype(ml_dtypes.bfloat16)
+    c = rng.standard_normal((m, m)).astype(np.float32)
     a_img = _images(lambda l, j: l % rows, lambda l, j: 8 * (l // rows) + j, a, 8)
     b_img = _images(lambda l, j: 8 * (l // rows) + j, lambda l, j: l % rows, b, 8)
     d_regs = 16 if m == 32 else 4
@@ -663,11 +660,11 @@ def _fp8_k(l, j):
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
-def test_mfma_f8f6f4_32x32x64(tmp_path, fmt):
+def test_mfma_f8f6f4_32x32x64(tmp_path, fmt, rng):
     dtype = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
-    a = (_RNG.standard_normal((32, 64)) * 4).astype(dtype)
-    b = (_RNG.standard_normal((64, 32)) * 4).astype(dtype)
-    c = _RNG.standard_normal((32, 32)).astype(np.float32)
+    a = (rng.standard_normal((32, 64)) * 4).astype(dtype)
+    b = (rng.standard_normal((64, 32)) * 4).astype(dtype)
+    c = rng.standard_normal((32, 32)).astype(np.float32)
     a_img = _images(lambda l, j: l % 32, _fp8_k, a, 32)
     b_img = _images(_fp8_k, lambda l, j: l % 32, b, 32)
     mods = "" if fmt == "e4m3" else "cbsz:1 blgp:1"
@@ -677,13 +674,13 @@ def test_mfma_f8f6f4_32x32x64(tmp_path, fmt):
     np.testing.assert_allclose(d, ref, rtol=1e-6, atol=1e-5)
 
 
-def test_mfma_scale_f32_32x32x64_f8f6f4(tmp_path):
+def test_mfma_scale_f32_32x32x64_f8f6f4(tmp_path, rng):
     """E8M0 scales: byte 1 of the A-scale VGPR, byte 2 of the B-scale VGPR (op_sel)."""
-    a = (_RNG.standard_normal((32, 64)) * 4).astype(ml_dtypes.float8_e4m3fn)
-    b = (_RNG.standard_normal((64, 32)) * 4).astype(ml_dtypes.float8_e4m3fn)
-    c = _RNG.standard_normal((32, 32)).astype(np.float32)
-    ea = _RNG.integers(120, 135, (2, 32))       # [block, row]
-    eb = _RNG.integers(120, 135, (2, 32))       # [block, column]
+    a = (rng.standard_normal((32, 64)) * 4).astype(ml_dtypes.float8_e4m3fn)
+    b = (rng.standard_normal((64, 32)) * 4).astype(ml_dtypes.float8_e4m3fn)
+    c = rng.standard_normal((32, 32)).astype(np.float32)
+    ea = rng.integers(120, 135, (2, 32))       # [block, row]
+    eb = rng.integers(120, 135, (2, 32))       # [block, column]
     a_img = _images(lambda l, j: l % 32, _fp8_k, a, 32)
     b_img = _images(_fp8_k, lambda l, j: l % 32, b, 32)
     body = _mfma_kernel("v_mfma_f32_32x32x64_f8f6f4", 8, 16, use_agprs=True)

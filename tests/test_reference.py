@@ -9,13 +9,6 @@ from flashprefill import reference
 from flashprefill.reference import attention_reference, error_report, relative_l2
 
 
-@pytest.fixture
-def rng_seed():
-    seed = int(np.random.SeedSequence().entropy % 2**32)
-    print(f"seed={seed}")
-    return np.random.default_rng(seed), seed
-
-
 def naive_attention(q, k, v, causal, softmax_scale):
     """Triple loop over (batch, head, query) with Python sums: out (b, sq, hq, dv) and natural-log LSE (b, hq, sq)."""
     batch, seqlen_q, heads_q, dim_qk = q.shape

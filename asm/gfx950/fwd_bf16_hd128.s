@@ -167,11 +167,7 @@ fwd_bf16_hd128:
     v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped into the tensor), dims 16 s + 8 h .. + 7 of K-step s
-    v_min_u32 v[v_t0], s[s_sq_last], v[v_qabs]
-    copy_address v_addr, s_qbase
-    row_address v_addr, v_t0, s_q_ss, v_addr
-    v_lshlrev_b32 v[v_t0], 4, v[v_half]
-    add_address v_addr, v_t0
+    query_row_address
     .set step_, 0
     .rept kHeadDim / 16
     global_load_dwordx4 v[v_q + 4 * step_:v_q + 4 * step_ + 3], v[v_addr:v_addr + 1], off offset:32 * step_
