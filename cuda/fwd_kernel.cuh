@@ -6,11 +6,12 @@
 //   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix).
 //   Per KV tile n (keys visited from the diagonal down):
 //       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q from registers, B = K from shared memory
+//                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers (fp8: plus P times ones: row sums)
 //       [your turn]
 //       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 by ex2 in place, fp8 as e4m3 codes
 //           computed exp-free (expfree.cuh)
-//       wait P(n-1) V(n-1); rescale O; P(n) becomes the next iteration's A fragments
+//       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments
 //   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products.
 #pragma once
 
@@ -251,14 +252,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             for (int r = 0; r < 4; ++r)
                 p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(s[8 * step + 2 * r], s[8 * step + 2 * r + 1]);
     };
-    // After P(n-1) V(n-1): fp8 adds that tile's row sums; then O and the fp8 sums are moved to the new max.
-    // The multiply of O is skipped by the warp when no row max moved (the common case).
-    auto rescale_o = [&](const float (&rescale)[2]) {
+    // After P(n-1) V(n-1): fp8 adds that tile's row sums and moves them to the new max.
+    auto add_tile_sums = [&](const float (&rescale)[2]) {
         if constexpr (Config::kIsFp8) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 row_sum[h] = (row_sum[h] + l_tile[2 * h]) * rescale[h];
         }
+    };
+    // O to the new max, before the next P.V accumulates into it; the warp skips the multiply when no row max
+    // moved (the common case).
+    auto rescale_o = [&](const float (&rescale)[2]) {
         if (!__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
             return;
 #pragma unroll
@@ -271,6 +275,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     ptx::mbarrier_wait_parity(&ss.q_full, 0);
     load_q_fragments();
 
+    float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     {  // iteration 0: no P.V yet
         ptx::mbarrier_wait_parity(&ss.k_full[0], 0);
         ptx::bar_sync(my_turn, kTurnThreads);
@@ -290,10 +295,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint32_t phase = (it / Config::kStages) & 1, prev_phase = ((it - 1) / Config::kStages) & 1;
 
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-        wait_v(prev_stage, prev_phase);
         ptx::bar_sync(my_turn, kTurnThreads);
         ptx::wgmma_fence();
         issue_qk(stage);
+        rescale_o(pending_rescale);  // under S(n): O is idle until P(n-1) V(n-1) is issued
+        wait_v(prev_stage, prev_phase);
+        ptx::wgmma_fence();
         issue_pv(prev_stage);
         ptx::wgmma_commit_group();
         ptx::bar_arrive(your_turn, kTurnThreads);
@@ -309,7 +316,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
         release(&ss.v_empty[prev_stage]);
-        rescale_o(rescale);
+        add_tile_sums(rescale);
+        pending_rescale[0] = rescale[0];
+        pending_rescale[1] = rescale[1];
         if constexpr (Config::kIsFp8) {
 #pragma unroll
             for (int r = 0; r < kPRegs; ++r)
@@ -321,6 +330,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     {  // the last P.V
         const int last = range.end - 1;
         const int stage = last % Config::kStages;
+        rescale_o(pending_rescale);
         wait_v(stage, (last / Config::kStages) & 1);
         ptx::wgmma_fence();
         issue_pv(stage);
