@@ -81,6 +81,9 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVBytes];
     // fp8: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
     alignas(1024) uint8_t ones[Config::kIsFp8 ? kOnesBytes : 0];
+    // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer).
+    float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
+    int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
     uint64_t q_full;
     uint64_t k_full[Config::kStages];
     uint64_t v_full[Config::kStages];

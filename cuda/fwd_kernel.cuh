@@ -28,11 +28,16 @@
 
 namespace fp {
 
-// An fp8 descale as the kernel reads it: factors[batch * stride_batch + head_kv * stride_head], or 1.
+// An fp8 descale as the kernel reads it (flashprefill_descale): a factor, factors[batch * stride_batch +
+// head_kv * stride_head] (PER_TENSOR, PER_HEAD; q's are per kv head too); or a power of two per block of
+// tokens, 2^exponents[batch * stride_batch + head * stride_head + token / block_tokens] (PER_BLOCK; head is
+// the tensor's own: the query head for q); or neither (descale 1).
 struct DescaleArg {
-    const float *factors;  // NULL: descale 1
-    int32_t stride_batch;
-    int32_t stride_head;
+    const float *factors;
+    const int8_t *exponents;
+    int64_t stride_batch;
+    int64_t stride_head;
+    int32_t block_tokens;
 };
 
 struct FwdArgs {
@@ -48,9 +53,28 @@ struct FwdArgs {
     float softmax_scale_log2;  // softmax_scale * log2(e)
 };
 
-__device__ __forceinline__ float read_descale(const DescaleArg &d, int batch, int head_kv)
+__device__ __forceinline__ float descale_factor(const DescaleArg &d, int batch, int head_kv)
 {
     return d.factors == nullptr ? 1.0f : d.factors[batch * d.stride_batch + head_kv * d.stride_head];
+}
+
+// The exponent of the block holding `token`, 0 without per-block exponents.
+__device__ __forceinline__ int descale_exponent(const DescaleArg &d, int batch, int head, int token)
+{
+    return d.exponents == nullptr ? 0 : __ldg(d.exponents + batch * d.stride_batch + head * d.stride_head +
+                                               token / d.block_tokens);
+}
+
+// The score scale of query tile m_block in log2 units: softmax_scale * log2(e) times q's and k's descale
+// factors and 2^(q's block exponent) (a block spans the whole query tile). k's block exponents are applied
+// per KV tile on top of it.
+__device__ __forceinline__ float score_scale_log2(const FwdArgs &args, int batch, int head, int m_block,
+                                                  int query_tile_rows)
+{
+    const int head_kv = head / args.heads_per_kv;
+    return ldexpf(args.softmax_scale_log2 * descale_factor(args.q_descale, batch, head_kv) *
+                      descale_factor(args.k_descale, batch, head_kv),
+                  descale_exponent(args.q_descale, batch, head, m_block * query_tile_rows));
 }
 
 // The KV tiles a query tile visits: [0, end), with tiles >= mask_from needing the mask.
@@ -83,12 +107,15 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     const uint32_t thread = threadIdx.x % 128;
     // Two issuing lanes of warp 0, so that neither kind of tile waits behind the other's free slot: lane 0
     // loads Q and every K tile (a K slot frees after S), lane 1 every V tile (a V slot frees after P.V).
-    auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles,
-                           const CUtensorMap *map, uint32_t tile_bytes) {
+    // fp8: each tile's descale travels with it through shared memory (written before the arrive that
+    // releases it): K's score scale with its block exponent applied, V's block exponent.
+    auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles, const CUtensorMap *map,
+                           uint32_t tile_bytes, auto write_descale) {
         for (int it = 0; it < range.end; ++it) {
             const int stage = it % Config::kStages;
             const int key0 = (range.end - 1 - it) * Config::kBlockN;
             ptx::mbarrier_wait_parity(&empty[stage], ((it / Config::kStages) & 1) ^ 1);
+            write_descale(stage, key0);
             ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
             for (int c = 0; c < Config::kDimChunks; ++c)
                 ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kChunkRowsBytes, map, &full[stage],
@@ -102,10 +129,17 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         for (int c = 0; c < Config::kDimChunks; ++c)
             ptx::tma_load_4d(ss.q + c * Config::kBlockM * kChunkRowsBytes, &args.tm_q, &ss.q_full,
                              c * Config::kAtomCols, m_block * Config::kBlockM, head, batch);
-        issue_tiles(ss.k_empty, ss.k_full, ss.k, &args.tm_k, Config::kTileKBytes);
+        const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
+        issue_tiles(ss.k_empty, ss.k_full, ss.k, &args.tm_k, Config::kTileKBytes, [&](int stage, int key0) {
+            if constexpr (Config::kIsFp8)
+                ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
+        });
     } else if (thread == 1) {
         ptx::prefetch_tensormap(&args.tm_v);
-        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes);
+        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes, [&](int stage, int key0) {
+            if constexpr (Config::kIsFp8)
+                ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
+        });
     }
 }
 
@@ -149,8 +183,24 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;
     const int causal_offset = args.seqlen_k - args.seqlen_q;
 
-    const float scale_log2 = args.softmax_scale_log2 * read_descale(args.q_descale, batch, head_kv) *
-                             read_descale(args.k_descale, batch, head_kv);
+    // Descales (fp8): each K tile's score scale (score_scale_log2 with the tile's k block exponent) and each V
+    // tile's block exponent come with the tile (producer). v's factor is applied at the end, and v's block
+    // exponents as O's unit: O holds sum P V / 2^e_v of the last tile accumulated, so before each P.V it is
+    // multiplied by 2^(e_v(previous tile) - e_v(this tile)) with the softmax rescale, and by 2^e_v at the end.
+    // Every factor is a power of two, so this is exact while the exponents of one head's v blocks span at
+    // most 64 (O stays within float32's range; fp8.quantize_blocks' always do).
+    auto tile_scale_log2 = [&](int stage) {
+        if constexpr (Config::kIsFp8)
+            return ss.k_scale_log2[stage];
+        else
+            return args.softmax_scale_log2;
+    };
+    auto tile_v_exponent = [&](int stage) {
+        if constexpr (Config::kIsFp8)
+            return ss.v_exponent[stage];
+        else
+            return 0;
+    };
 
     // Q stays in registers as the A operand of every S = Q K^T: half the shared-memory reads of S.
     uint32_t q_frag[kQkSteps][4];
@@ -185,7 +235,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // sum over thousands of keys (it lost 7% at 128k tokens).
     float row_sum[2] = {0.0f, 0.0f};
     float l_tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const float scale8 = 8.0f * scale_log2;
 
     // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and puts
     // P times ones into l_tile.
@@ -225,8 +274,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
     // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
     // fragments), bf16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
-    // touch o, l_tile or p: P(n-1) V(n-1) may be running.
-    auto softmax_step = [&](int it, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
+    // touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
+    auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
@@ -235,7 +284,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         if constexpr (Config::kIsFp8) {
             float row_constant[2];
             ExpFree<Input::kPOffsetLog2>::row_constants(max_used, row_constant);
-            ExpFree<Input::kPOffsetLog2>::pack_p(s, scale8, row_constant, codes);
+            ExpFree<Input::kPOffsetLog2>::pack_p(s, 8.0f * scale_log2, row_constant, codes);
         } else {
             float tile_sum[2];
             exp2_in_place(s, scale_log2, max_used, Input::kPOffsetLog2, tile_sum);
@@ -260,14 +309,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 row_sum[h] = (row_sum[h] + l_tile[2 * h]) * rescale[h];
         }
     };
-    // O to the new max, before the next P.V accumulates into it; the warp skips the multiply when no row max
-    // moved (the common case).
-    auto rescale_o = [&](const float (&rescale)[2]) {
-        if (!__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
+    // O to the new max and the next v block's unit (2^unit_shift), before the next P.V accumulates into it;
+    // the warp skips the multiply when neither moved (the common case).
+    auto rescale_o = [&](const float (&rescale)[2], int unit_shift) {
+        float factor[2] = {rescale[0], rescale[1]};
+        if (unit_shift != 0) {
+            factor[0] = ldexpf(factor[0], unit_shift);
+            factor[1] = ldexpf(factor[1], unit_shift);
+        }
+        if (!__any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f))
             return;
 #pragma unroll
         for (int e = 0; e < kAccRegs; ++e)
-            o[e] *= rescale[acc_half(e)];
+            o[e] *= factor[acc_half(e)];
     };
 
     if (consumer_index == 1)
@@ -276,8 +330,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     load_q_fragments();
 
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
+    int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
     {  // iteration 0: no P.V yet
         ptx::mbarrier_wait_parity(&ss.k_full[0], 0);
+        const float scale_log2 = tile_scale_log2(0);
         ptx::bar_sync(my_turn, kTurnThreads);
         ptx::wgmma_fence();
         issue_qk(0);
@@ -286,7 +342,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(s);
         release(&ss.k_empty[0]);
         float rescale[2];  // O is still zero
-        softmax_step(0, rescale, p);
+        softmax_step(0, scale_log2, rescale, p);
         if constexpr (!Config::kIsFp8)
             pack_p_bf16();
     }
@@ -295,11 +351,14 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint32_t phase = (it / Config::kStages) & 1, prev_phase = ((it - 1) / Config::kStages) & 1;
 
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
+        const float scale_log2 = tile_scale_log2(stage);
         ptx::bar_sync(my_turn, kTurnThreads);
         ptx::wgmma_fence();
         issue_qk(stage);
-        rescale_o(pending_rescale);  // under S(n): O is idle until P(n-1) V(n-1) is issued
         wait_v(prev_stage, prev_phase);
+        const int v_exponent = tile_v_exponent(prev_stage);  // the unit P(n-1) V(n-1) adds in
+        rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
+        o_exponent = v_exponent;
         ptx::wgmma_fence();
         issue_pv(prev_stage);
         ptx::wgmma_commit_group();
@@ -310,7 +369,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         release(&ss.k_empty[stage]);
         float rescale[2];
         uint32_t p_next[kPRegs];  // p is an operand of the running P(n-1) V(n-1): fp8 codes wait here
-        softmax_step(it, rescale, p_next);
+        softmax_step(it, scale_log2, rescale, p_next);
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(p);
         ptx::fence_registers(o);
@@ -330,8 +389,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     {  // the last P.V
         const int last = range.end - 1;
         const int stage = last % Config::kStages;
-        rescale_o(pending_rescale);
         wait_v(stage, (last / Config::kStages) & 1);
+        const int v_exponent = tile_v_exponent(stage);
+        rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
+        o_exponent = v_exponent;
         ptx::wgmma_fence();
         issue_pv(stage);
         ptx::wgmma_commit_group();
@@ -348,8 +409,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (consumer_index == 0)
         ptx::bar_sync(my_turn, kTurnThreads);  // takes consumer 1's last hand-over, so none is left pending
 
-    // Epilogue: O / rowsum (times the fp8 V descale), bf16, straight from registers.
-    const float v_descale = read_descale(args.v_descale, batch, head_kv);
+    // Epilogue: O / rowsum (times the fp8 V descale and O's unit), bf16, straight from registers.
+    const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;

@@ -10,12 +10,17 @@
 namespace fp {
 namespace {
 
-DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv)
+// heads and seqlen: the descaled tensor's own (heads_q and seqlen_q for q).
+DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, int seqlen)
 {
     switch (d.kind) {
-    case FLASHPREFILL_DESCALE_PER_TENSOR: return {d.factors, 0, 0};
-    case FLASHPREFILL_DESCALE_PER_HEAD: return {d.factors, heads_kv, 1};
-    default: return {nullptr, 0, 0};
+    case FLASHPREFILL_DESCALE_PER_TENSOR: return {d.factors, nullptr, 0, 0, 1};
+    case FLASHPREFILL_DESCALE_PER_HEAD: return {d.factors, nullptr, heads_kv, 1, 1};
+    case FLASHPREFILL_DESCALE_PER_BLOCK: {
+        const int64_t blocks = (seqlen + d.block_tokens - 1) / d.block_tokens;
+        return {nullptr, d.exponents, heads * blocks, blocks, d.block_tokens};
+    }
+    default: return {nullptr, nullptr, 0, 0, 1};
     }
 }
 
@@ -45,9 +50,9 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     args.out_stride_seq = p->out_stride_seq;
     args.out_stride_head = p->out_stride_head;
     args.lse = p->lse;
-    args.q_descale = descale_arg(p->q_descale, p->heads_kv);
-    args.k_descale = descale_arg(p->k_descale, p->heads_kv);
-    args.v_descale = descale_arg(p->v_descale, p->heads_kv);
+    args.q_descale = descale_arg(p->q_descale, p->heads_kv, p->heads_q, p->seqlen_q);
+    args.k_descale = descale_arg(p->k_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
+    args.v_descale = descale_arg(p->v_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
     args.seqlen_q = p->seqlen_q;
     args.seqlen_k = p->seqlen_k;
     args.heads_q = p->heads_q;
@@ -81,7 +86,11 @@ flashprefill_status check_grid(const flashprefill_params *p)
 
 constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
-                                  FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD);
+                                  FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) |
+                                  FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK);
+// PER_BLOCK: a block may hold several query or KV tiles, never part of one.
+constexpr int kFp8BlockTokensMultiple = FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128>::kBlockN;
+static_assert(kFp8BlockTokensMultiple % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128>::kBlockM == 0, "q tiles too");
 
 }  // namespace
 }  // namespace fp
@@ -89,7 +98,7 @@ constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128>},
-    {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales, 0,
-     fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
+    {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
+     fp::kFp8BlockTokensMultiple, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

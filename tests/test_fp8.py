@@ -101,6 +101,23 @@ def test_quantize_blocks_error_and_minimal_exponent(rng_seed):
         assert np.all(top >= 224), f"seed={seed} block {block}: top code value {top.min()}"
 
 
+def test_quantize_blocks_exponent_span(rng_seed):
+    """A block far below its head's largest is quantized at the span's floor; zero blocks take the head's
+    largest exponent; other heads are unaffected."""
+    rng, seed = rng_seed
+    x = rng.standard_normal((1, 16, 2, 8)).astype(np.float32)
+    x[0, 4:8, 0] *= np.float32(2.0**-80)  # head 0, block 1: 80 binades down
+    x[0, 8:12, 0] = 0                       # head 0, block 2: zero
+    codes, exponents = fp8.quantize_blocks(x, block_tokens=4)
+    natural = fp8.quantize_blocks(x[:, :, 1:], block_tokens=4)[1]
+    top = int(exponents[0, 0].max())
+    assert exponents[0, 0, 1] == top - fp8.EXPONENT_SPAN and exponents[0, 0, 2] == top, f"seed={seed}"
+    np.testing.assert_array_equal(exponents[0, 1], natural[0, 0])
+    # the raised block loses nothing above 2^-55 of the head's largest value
+    error = np.abs(fp8.dequantize_blocks(codes, exponents, 4) - x)[0, 4:8, 0]
+    assert error.max() <= np.ldexp(448.0, top - fp8.EXPONENT_SPAN - 10), f"seed={seed}"
+
+
 def test_quantize_blocks_special_blocks():
     x = np.zeros((1, 5, 4, 8), np.float32)
     x[0, :, 1] = 1e-40  # float32 subnormal: exponent clamps to -128

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import flashprefill as fp
-from flashprefill import reference
+from flashprefill import fp8, reference
 
 torch = pytest.importorskip("torch", reason="the GPU kernel tests drive the kernels with torch tensors")
 pytestmark = pytest.mark.gpu
@@ -69,6 +69,22 @@ def _quantize(x, per_head, heads_kv):
     return codes, descale.float().contiguous(), codes.double() * scale.double()
 
 
+def _quantize_blocks(x, block_tokens):
+    """(codes, BlockScales, dequantized) by the library's block quantizer (fp8.quantize_blocks)."""
+    codes, exponents = fp8.quantize_blocks(x.cpu().numpy(), block_tokens)
+    dequantized = fp8.dequantize_blocks(codes, exponents, block_tokens)
+    return (torch.from_numpy(codes).cuda().view(torch.float8_e4m3fn),
+            fp.BlockScales(torch.from_numpy(exponents).cuda(), block_tokens), torch.from_numpy(dequantized).cuda())
+
+
+def _uneven_blocks(x, seed, low, high):
+    """x times a power of two in 2^low..2^high per 64 tokens and head: block exponents that vary along a head."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    batch, seq, heads, _ = x.shape
+    steps = torch.randint(low, high + 1, (batch, (seq + 63) // 64, heads), generator=g, device="cuda")
+    return x * torch.exp2(steps.float()).repeat_interleave(64, 1)[:, :seq, :, None]
+
+
 def _sdpa_bf16(q, k, v, causal):
     """torch SDPA in bf16 as the same-precision peer; (batch, seq, heads, dim) in and out."""
     rep = q.shape[2] // k.shape[2]
@@ -118,12 +134,20 @@ def test_bf16(shape, causal):
     assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
 
 
-@pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
+@pytest.mark.parametrize("descales", ["per_tensor", "per_head", "per_block128", "per_block256"])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
-def test_fp8(shape, causal, per_head):
+def test_fp8(shape, causal, descales):
+    """Per block: the inputs' scale changes every 64 tokens (q, k by 2^-2..2^1, keeping the scores' range
+    usual; v by 2^-6..2^6), so the block exponents vary along each head and O changes unit between KV tiles."""
     seed = _seed()
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, per_head, shape[4]) for x in _inputs(shape, 128, seed))
+    if descales.startswith("per_block"):
+        inputs = (_uneven_blocks(x, seed + i, *span)
+                  for i, (x, span) in enumerate(zip(_inputs(shape, 128, seed), [(-2, 1), (-2, 1), (-6, 6)])))
+        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize_blocks(x, int(descales[9:])) for x in inputs)
+    else:
+        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, descales == "per_head", shape[4])
+                                                    for x in _inputs(shape, 128, seed))
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], 128)
     fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
@@ -134,7 +158,7 @@ def test_fp8(shape, causal, per_head):
     report = reference.error_report(out.float().cpu().numpy(), ref)
     assert err <= 1.5 * floor, f"seed {seed}: {report}; P-and-output-rounding floor {floor:.3e}"
     fa3 = _fa3()
-    if fa3 is not None:
+    if fa3 is not None and not descales.startswith("per_block"):  # FA3 takes factors only
         expand = lambda d: d.reshape(1, 1).expand(shape[0], shape[4]).contiguous() if d.dim() == 0 else d
         peer = fa3(q8, k8, v8, causal=causal, q_descale=expand(qd), k_descale=expand(kd), v_descale=expand(vd))
         peer = peer[0] if isinstance(peer, tuple) else peer
@@ -182,6 +206,70 @@ def test_long_sequence_128k(dtype):
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
     err = _rel_l2(out[0, rows], ref.cpu().numpy())
     assert err <= bound, f"seed {seed}: relative L2 {err:.3e} > bound {bound:.3e}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_probability_codes_bit_exact(causal):
+    """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit.
+
+    One KV tile (128 keys), q and k zero but for their first channel, so every score is one exact e4m3
+    product (the tensor cores add only zeros to it); v is the identity, so out[i, j] = P[i, j] / rowsum_i.
+    Each code is read back as the e4m3 value nearest out[i, j] times the model's row sum: neighbouring codes
+    differ by at least 1/16 of their value, bf16 rounds by at most 1/512. Scores span 40 binades below the
+    row max, so every code from 120 (the row max) through the subnormals 1-7 down to 0 occurs."""
+    seed, seq, heads = _seed(), 128, 4
+    rng = np.random.default_rng(seed)
+    magnitude = np.abs(fp8.e4m3_decode(np.arange(256, dtype=np.uint8)))
+    finite = np.flatnonzero((magnitude >= 2.0**-3) & (magnitude <= 16)).astype(np.uint8)  # NaN drops out
+    q_codes = np.zeros((1, seq, heads, 128), np.uint8)
+    k_codes = np.zeros((1, seq, heads, 128), np.uint8)
+    q_codes[..., 0], k_codes[..., 0] = rng.choice(finite, (1, seq, heads)), rng.choice(finite, (1, seq, heads))
+    v_codes = np.zeros((1, seq, heads, 128), np.uint8)
+    v_codes[0, np.arange(seq), :, np.arange(seq)] = 0x38  # 1.0
+    softmax_scale = 0.25
+    q8, k8, v8 = (torch.from_numpy(c).cuda().view(torch.float8_e4m3fn) for c in (q_codes, k_codes, v_codes))
+    out = _poisoned(1, seq, heads, 128)
+    fp.attention(q8, k8, v8, causal=causal, softmax_scale=softmax_scale, out=out)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
+    # The model, with the kernel's float32 steps: scale_log2 = f32(scale) * f32(log2 e); row max = f32(max s) *
+    # scale_log2.
+    scale_log2 = float(np.float32(softmax_scale) * np.float32(fp8.LOG2_E))
+    qv, kv = (fp8.e4m3_decode(c[0, :, :, 0]).astype(np.float32) for c in (q_codes, k_codes))
+    s = (qv.T[:, :, None] * kv.T[:, None, :]).astype(np.float32)  # (heads, query, key), exact
+    if causal:
+        s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, np.float32(-np.inf))
+    row_max = s.max(axis=-1) * np.float32(scale_log2)
+    codes, row_sum = fp8.expfree_probabilities(s, scale_log2, row_max)
+    assert {0, 120} <= set(np.unique(codes).tolist()) and np.any((codes > 0) & (codes < 8)), "codes not covered"
+    code_sum = row_sum * 2.0**8  # row_sum is of the probabilities; a code decodes to 2^8 times its probability
+    p_kernel = out.float().cpu().numpy()[0].transpose(1, 0, 2).astype(np.float64) * code_sum[..., None]
+    read_back = fp8.e4m3_encode(p_kernel.astype(np.float32))
+    mismatch = read_back != codes
+    assert not mismatch.any(), (f"seed {seed}: {mismatch.sum()} of {codes.size} codes differ, e.g. (head, query, "
+                                f"key) {np.argwhere(mismatch)[:4].tolist()}: kernel {read_back[mismatch][:4]} "
+                                f"model {codes[mismatch][:4]}")
+
+
+def test_fp8_long_flat_attention():
+    """131072 keys of near-uniform scores (q, k at 1/16 scale): every row averages tens of thousands of values
+    of v. The error of sampled rows must stay within 2x that of the same rows' statistics at 4096 tokens."""
+    seed = _seed()
+
+    def sampled_error(seq, seed):
+        q, k, v = _inputs((1, seq, seq, 1, 1), 128, seed)
+        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q / 16, k / 16, v))
+        out = _poisoned(1, seq, 1, 128)
+        fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+        torch.cuda.synchronize()
+        assert torch.isfinite(out).all(), f"seed {seed}, {seq} tokens: unwritten or non-finite output elements"
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        rows = torch.cat([torch.tensor([seq - 1], device="cuda"),
+                          torch.randint(seq // 2, seq, (63,), generator=g, device="cuda")])
+        return _rel_l2(out[0, rows], _sampled_reference(qx, kx, vx, rows).cpu().numpy())
+
+    short, long = sampled_error(4096, seed), sampled_error(131072, seed + 3)
+    assert long <= 2 * short, f"seed {seed}: relative L2 {long:.3e} at 131072 tokens, {short:.3e} at 4096"
 
 
 def test_packed_qkv_strides_and_determinism():

@@ -1,6 +1,6 @@
 """One flashprefill launch on random inputs, for profilers and checkers (ncu, compute-sanitizer):
 
-    python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1]
+    python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1] [--block-tokens 128]
 """
 import argparse
 
@@ -19,6 +19,8 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--no-causal", dest="causal", action="store_false")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--block-tokens", type=int, default=None,
+                    help="fp8: per-block power-of-two descales (random exponents in -3..3) instead of factors of 1")
     args = ap.parse_args()
     shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
              "v": (args.batch, args.seq, args.heads_kv, args.dim)}
@@ -28,8 +30,15 @@ def main():
         q, k, v = (x[n].to(torch.bfloat16) for n in "qkv")
     else:
         q, k, v = (x[n].to(torch.float8_e4m3fn) for n in "qkv")
-        one = torch.ones((), device="cuda")
-        kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
+        if args.block_tokens:
+            def scales(x):
+                blocks = -(-x.shape[1] // args.block_tokens)
+                exponents = torch.randint(-3, 4, (args.batch, x.shape[2], blocks), device="cuda", dtype=torch.int8)
+                return fp.BlockScales(exponents, args.block_tokens)
+            kwargs = dict(q_descale=scales(q), k_descale=scales(k), v_descale=scales(v))
+        else:
+            one = torch.ones((), device="cuda")
+            kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
     for _ in range(args.repeat):
         out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()

@@ -35,6 +35,16 @@ def ours_fp8(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
+def ours_fp8_blocks(x):
+    """The same inputs quantized with per-block power-of-two scales (128 tokens x head dim, quantize_fp8)."""
+    out = _out(x)
+    (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block=128) for n in "qkv")
+    kw = dict(q_descale=qs, k_descale=ks, v_descale=vs)
+    if not fp.supports(q, k, v, **kw):
+        raise PeerUnavailable("flashprefill has no fp8 kernel with block scales for this shape")
+    return lambda: fp.attention(q, k, v, causal=True, out=out, **kw)
+
+
 def _fa3():
     try:
         from fa3_fwd_interface import flash_attn_func
@@ -138,6 +148,7 @@ def cudnn_fp8(x):
 
 PEERS = {
     "flashprefill fp8": ("fp8", ours_fp8),
+    "flashprefill fp8 blocks": ("fp8", ours_fp8_blocks),
     "FA3 fp8": ("fp8", fa3_fp8),
     "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),
     "flashprefill bf16": ("bf16", ours_bf16),

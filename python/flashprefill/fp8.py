@@ -19,6 +19,7 @@ E4M3_MAX = 448.0
 E4M3_NAN_CODE = 0x7F
 E4M3_MAX_CODE = 0x7E
 LOG2_E = 1.4426950408889634
+EXPONENT_SPAN = 64  # quantize_blocks: the most the block exponents of one (batch, head) differ
 
 
 def array_module(x):
@@ -88,9 +89,13 @@ def quantize_blocks(x, block_tokens=128):
     x: float (batch, seq, heads, dim), rounded to float32 first (exact for bf16/fp16/fp32 inputs).
     Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
     one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
-    e is the smallest integer with amax/2^e <= 448, so the block's largest magnitude lands in (224, 448].
-    Blocks that are all zero, or hold inf/NaN, get e = 0; e is clamped to [-128, 127]. Dividing by 2^e is
-    done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only error.
+    e is the smallest integer with amax/2^e <= 448, so the block's largest magnitude lands in (224, 448],
+    except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a block further below its
+    head's largest is quantized at that floor, which loses only values under 2^-55 of the head's largest
+    magnitude (the Hopper kernel keeps O in units of the current v block, exact within that span). Blocks
+    that are all zero take their head's largest exponent, blocks holding inf/NaN e = 0; e is clamped to
+    [-128, 127]. Dividing by 2^e is done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only
+    error.
     """
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
@@ -102,8 +107,12 @@ def quantize_blocks(x, block_tokens=128):
     # amax = f·2^k, f in [0.5, 1), and 448 = 0.875·2^9: amax <= 448·2^e  <=>  e >= k - 9 + (f > 0.875).
     fraction, power = xp.frexp(amax.astype(xp.float64))
     exponent = power.astype(xp.int32) - 9 + (fraction > 0.875).astype(xp.int32)
-    exponent = xp.where((amax > 0) & xp.isfinite(amax), exponent, 0)
-    exponents = xp.clip(exponent, -128, 127).astype(xp.int8)
+    regular = (amax > 0) & xp.isfinite(amax)
+    head_max = xp.where(regular, exponent, -(1 << 30)).max(axis=2, keepdims=True)
+    head_max = xp.where(regular.any(axis=2, keepdims=True), head_max, 0)
+    exponent = xp.where(regular, xp.maximum(exponent, head_max - EXPONENT_SPAN),
+                        xp.where(amax == 0, head_max, 0))
+    exponents = xp.ascontiguousarray(xp.clip(exponent, -128, 127).astype(xp.int8))  # what BlockScales takes
     scaled = x32.astype(xp.float64) / block_scales(exponents, seqlen, block_tokens)[..., None]
     return e4m3_encode(scaled.astype(xp.float32)), exponents
 
