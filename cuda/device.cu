@@ -1,7 +1,9 @@
-// The CUDA backend's device check (src/backend.h): a Hopper GPU is current and every pointer lives on it.
+// The CUDA backend's device checks (src/backend.h, cuda/quantize.cu): a Hopper GPU is current and every pointer
+// lives on it.
 #include <cuda_runtime.h>
 
 #include "backend.h"
+#include "device.h"
 
 namespace {
 
@@ -37,32 +39,53 @@ const void *descale_data(const flashprefill_descale &d)
     }
 }
 
-}  // namespace
-
-extern "C" flashprefill_status fp_backend_check_device(const flashprefill_params *p)
+// The current device, if it is a Hopper GPU.
+flashprefill_status current_hopper(int *device)
 {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    cudaError_t err = cudaGetDevice(device);
     if (err != cudaSuccess) {
         cudaGetLastError();
         return fp_fail(FLASHPREFILL_ERROR_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(err));
     }
     int major = 0, minor = 0;
-    if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess ||
-        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)) != cudaSuccess) {
+    if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *device)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device)) != cudaSuccess) {
         cudaGetLastError();
-        return fp_fail(FLASHPREFILL_ERROR_NO_DEVICE, "device %d: %s", device, cudaGetErrorString(err));
+        return fp_fail(FLASHPREFILL_ERROR_NO_DEVICE, "device %d: %s", *device, cudaGetErrorString(err));
     }
     if (major != kHopperMajor || minor != kHopperMinor)
         return fp_fail(FLASHPREFILL_ERROR_NO_DEVICE, "device %d is sm_%d%d; this build's kernels need sm_90 (Hopper)",
-                       device, major, minor);
+                       *device, major, minor);
+    return FLASHPREFILL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" flashprefill_status fp_backend_check_device(const flashprefill_params *p)
+{
+    int device = 0;
     flashprefill_status s;
+    if ((s = current_hopper(&device)))
+        return s;
     if ((s = check_on_device("q", p->q, device)) || (s = check_on_device("k", p->k, device)) ||
         (s = check_on_device("v", p->v, device)) || (s = check_on_device("out", p->out, device)) ||
         (s = check_on_device("lse", p->lse, device)) ||
         (s = check_on_device("q_descale", descale_data(p->q_descale), device)) ||
         (s = check_on_device("k_descale", descale_data(p->k_descale), device)) ||
         (s = check_on_device("v_descale", descale_data(p->v_descale), device)))
+        return s;
+    return FLASHPREFILL_SUCCESS;
+}
+
+extern "C" flashprefill_status fp_check_quantize_device(const flashprefill_quantize_params *p)
+{
+    int device = 0;
+    flashprefill_status s;
+    if ((s = current_hopper(&device)))
+        return s;
+    if ((s = check_on_device("x", p->x, device)) || (s = check_on_device("codes", p->codes, device)) ||
+        (s = check_on_device("exponents", p->exponents, device)) ||
+        (s = check_on_device("signs", p->signs, device)) || (s = check_on_device("subtract", p->subtract, device)))
         return s;
     return FLASHPREFILL_SUCCESS;
 }

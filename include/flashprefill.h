@@ -36,6 +36,7 @@ typedef enum flashprefill_status {
 typedef enum flashprefill_dtype {
     FLASHPREFILL_DTYPE_BF16 = 1,
     FLASHPREFILL_DTYPE_FP8_E4M3 = 2, /* OCP e4m3fn: max 448, no infinities, NaN = 0x7f / 0xff */
+    FLASHPREFILL_DTYPE_FP32 = 3,     /* flashprefill_quantize's input only */
 } flashprefill_dtype;
 
 /* How an FP8 tensor's codes turn back into values: value = code * descale. */
@@ -87,6 +88,32 @@ typedef struct flashprefill_params {
     flashprefill_descale q_descale, k_descale, v_descale; /* fp8 only; kind NONE for bf16 */
 } flashprefill_params;
 
+/* flashprefill_quantize: float q, k or v to e4m3 codes with one power-of-two descale per block of tokens
+ * (FLASHPREFILL_DESCALE_PER_BLOCK), optionally smoothed and rotated first. Per token row of one head:
+ *
+ *   y = H (diag(signs) (x - subtract[b, h]))     (each step skipped when its pointer is NULL)
+ *
+ * H is the orthonormal Sylvester Hadamard matrix, block diagonal over the binary decomposition of dim
+ * (192 = 128 + 64), so that rotating q and k with the same signs leaves q.k unchanged; subtracting one vector
+ * from every key of a head leaves the softmax unchanged. Both run in float64; y is rounded to float32. Per
+ * block of block_tokens tokens x dim of one head (the last may be short), e is the smallest integer with
+ * max |y| <= 448 * 2^e, clamped to [-127, 127] and raised to at least the head's largest e minus 64 (the
+ * Hopper kernel keeps O exact within that span); a block of zeros takes its head's largest e, a block holding
+ * inf or NaN e = 0. codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. The
+ * numpy model, bit for bit: flashprefill.prepare.transform then flashprefill.fp8.quantize_blocks. */
+typedef struct flashprefill_quantize_params {
+    const void *x;       /* (batch, seqlen, heads, dim), x_dtype; 16-byte aligned */
+    void *codes;         /* (batch, seqlen, heads, dim) e4m3; must not overlap x */
+    int8_t *exponents;   /* (batch, heads, ceil(seqlen / block_tokens)) contiguous: the PER_BLOCK descale */
+    const float *signs;  /* NULL, or dim floats, each +1 or -1 (4-byte aligned) */
+    const float *subtract; /* NULL, or (batch, heads, dim) contiguous floats (4-byte aligned) */
+    int64_t x_stride_batch, x_stride_seq, x_stride_head, x_stride_dim;         /* elements; dim's must be 1 */
+    int64_t codes_stride_batch, codes_stride_seq, codes_stride_head, codes_stride_dim;
+    int32_t batch, seqlen, heads, dim; /* dim a multiple of 32, at most 256 */
+    int32_t block_tokens;
+    flashprefill_dtype x_dtype;        /* BF16 or FP32 */
+} flashprefill_quantize_params;
+
 /* "0.1.0". */
 const char *flashprefill_version(void);
 
@@ -105,6 +132,10 @@ flashprefill_status flashprefill_supports(const flashprefill_params *p);
    without waiting. Checks p as flashprefill_supports does, then the device (present, Hopper sm_90, the
    pointers on it). */
 flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream);
+
+/* Enqueues the quantization on `stream` and returns without waiting; validates p first as
+   flashprefill_forward does. The codes and exponents are what flashprefill_forward takes for PER_BLOCK. */
+flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream);
 
 #ifdef __cplusplus
 }

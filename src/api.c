@@ -108,3 +108,12 @@ flashprefill_status flashprefill_forward(const flashprefill_params *p, void *str
         return status;
     return kernel->launch(p, stream);
 }
+
+flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream)
+{
+    last_error[0] = '\0';
+    flashprefill_status status;
+    if ((status = fp_validate_quantize(p)))
+        return status;
+    return fp_backend_quantize(p, stream);
+}

@@ -41,6 +41,11 @@ extern const int fp_backend_kernel_count;
    Returns FLASHPREFILL_SUCCESS or sets the last error and returns NO_DEVICE / INVALID_ARGUMENT / DEVICE. */
 flashprefill_status fp_backend_check_device(const flashprefill_params *p);
 
+/* The backend's flashprefill_quantize, called only with params that passed fp_validate_quantize: checks the
+   device and the pointers, then enqueues, or returns NO_DEVICE / INVALID_ARGUMENT / NOT_SUPPORTED / DEVICE with
+   the last error set. */
+flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
+
 /* Sets the thread-local last error (printf-style) and returns `status`. Defined in src/api.c. */
 flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -8,11 +8,13 @@
 
 #define FP_TENSOR_ALIGN_BYTES 16
 
+/* Bytes of an attention input or output element; 0 for anything else. */
 static int dtype_bytes(flashprefill_dtype dtype)
 {
     switch (dtype) {
     case FLASHPREFILL_DTYPE_BF16: return 2;
     case FLASHPREFILL_DTYPE_FP8_E4M3: return 1;
+    case FLASHPREFILL_DTYPE_FP32: return 0;
     }
     return 0;
 }
@@ -169,11 +171,11 @@ flashprefill_status fp_validate(const flashprefill_params *p)
 
     const int in_bytes = dtype_bytes(p->in_dtype);
     if (in_bytes == 0)
-        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype = %d is not a flashprefill_dtype",
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->in_dtype);
     const int out_bytes = dtype_bytes(p->out_dtype);
     if (out_bytes == 0)
-        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not a flashprefill_dtype",
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->out_dtype);
 
     const tensor_view tensors[4] = {
@@ -213,5 +215,51 @@ flashprefill_status fp_validate(const flashprefill_params *p)
 
     if (p->out_dtype != FLASHPREFILL_DTYPE_BF16)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "out_dtype fp8 is reserved: only bf16 output exists");
+    return FLASHPREFILL_SUCCESS;
+}
+
+static flashprefill_status check_floats(const char *name, const float *ptr)
+{
+    if (ptr != NULL && (uintptr_t)ptr % sizeof(float) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s = %p is not 4-byte aligned", name, (const void *)ptr);
+    return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
+        (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)) ||
+        (s = check_positive("block_tokens", p->block_tokens)))
+        return s;
+    if (p->x_dtype != FLASHPREFILL_DTYPE_BF16 && p->x_dtype != FLASHPREFILL_DTYPE_FP32)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "x_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d",
+                       (int)p->x_dtype);
+    const tensor_view x = {"x", p->x, {p->batch, p->seqlen, p->heads, p->dim},
+                           {p->x_stride_batch, p->x_stride_seq, p->x_stride_head, p->x_stride_dim},
+                           p->x_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 4, 0};
+    const tensor_view codes = {"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
+                               {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
+                                p->codes_stride_dim}, 1, 1};
+    if ((s = check_tensor(&x)) || (s = check_tensor(&codes)))
+        return s;
+    if (p->exponents == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents is NULL");
+    if ((s = check_floats("signs", p->signs)) || (s = check_floats("subtract", p->subtract)))
+        return s;
+    /* Cannot overflow: codes, already checked, spans at least one byte per (batch, head, token). */
+    const int64_t exponent_bytes = (int64_t)p->batch * p->heads * ((p->seqlen + p->block_tokens - 1) / p->block_tokens);
+    const int64_t x_bytes = tensor_span_bytes(&x), code_bytes = tensor_span_bytes(&codes);
+    if (spans_overlap(p->codes, code_bytes, p->x, x_bytes))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "codes overlaps x: the output must not share memory with "
+                       "the input");
+    if (spans_overlap(p->exponents, exponent_bytes, p->x, x_bytes) ||
+        spans_overlap(p->exponents, exponent_bytes, p->codes, code_bytes))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents overlaps x or codes");
+    if (p->dim % 32 != 0 || p->dim > 256)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of 32 up to 256, got %d",
+                       (int)p->dim);
     return FLASHPREFILL_SUCCESS;
 }

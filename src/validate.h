@@ -11,6 +11,9 @@ extern "C" {
 /* FLASHPREFILL_SUCCESS, or INVALID_ARGUMENT / NOT_SUPPORTED with the last error set. */
 flashprefill_status fp_validate(const flashprefill_params *p);
 
+/* The same for flashprefill_quantize_params. */
+flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p);
+
 #ifdef __cplusplus
 }
 #endif

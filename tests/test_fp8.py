@@ -120,11 +120,11 @@ def test_quantize_blocks_exponent_span(rng_seed):
 
 def test_quantize_blocks_special_blocks():
     x = np.zeros((1, 5, 4, 8), np.float32)
-    x[0, :, 1] = 1e-40  # float32 subnormal: exponent clamps to -128
+    x[0, :, 1] = 1e-40  # float32 subnormal: exponent clamps to -127
     x[0, 0, 2, 0] = np.inf
     x[0, 0, 3, 0] = np.nan
     codes, exponents = fp8.quantize_blocks(x, block_tokens=4)
-    assert exponents.tolist() == [[[0, 0], [-128, -128], [0, 0], [0, 0]]]
+    assert exponents.tolist() == [[[0, 0], [-127, -127], [0, 0], [0, 0]]]
     assert np.all(codes[0, :, 0] == 0)
     assert np.allclose(fp8.dequantize_blocks(codes, exponents, 4)[0, :, 1], 1e-40, rtol=1 / 16)
     assert codes[0, 0, 2, 0] == 0x7E and codes[0, 0, 3, 0] == 0x7F

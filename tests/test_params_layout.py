@@ -11,11 +11,12 @@ import subprocess
 
 import pytest
 
-from flashprefill._params import Descale, DescaleKind, DType, Params, Status
+from flashprefill._params import Descale, DescaleKind, DType, Params, QuantizeParams, Status
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "flashprefill.h"
-C_TYPES = {Params: "flashprefill_params", Descale: "flashprefill_descale"}
+C_TYPES = {Params: "flashprefill_params", Descale: "flashprefill_descale",
+           QuantizeParams: "flashprefill_quantize_params"}
 
 
 def mirrored_fields(struct, prefix=""):

@@ -10,6 +10,7 @@ import math
 import torch
 
 import flashprefill as fp
+from flashprefill import prepare
 
 
 class PeerUnavailable(Exception):
@@ -43,6 +44,20 @@ def ours_fp8_blocks(x):
     if not fp.supports(q, k, v, **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel with block scales for this shape")
     return lambda: fp.attention(q, k, v, causal=True, out=out, **kw)
+
+
+def ours_fp8_quantized(x):
+    """From the bf16 inputs each call: the GPU quantizer (q and k rotated, per-block scales), then attention."""
+    if x["q"].shape[-1] % 32 or x["q"].shape[-1] > 256:
+        raise PeerUnavailable("the quantizer takes dims that are multiples of 32 up to 256")
+    out = _out(x)
+    signs = torch.from_numpy(prepare.rotation_signs(x["q"].shape[-1])).cuda()
+
+    def run():
+        (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], 128, signs=s) for n, s in (("q", signs), ("k", signs),
+                                                                                       ("v", None)))
+        return fp.attention(q, k, v, causal=True, out=out, q_descale=qs, k_descale=ks, v_descale=vs)
+    return run
 
 
 def _fa3():
@@ -149,6 +164,7 @@ def cudnn_fp8(x):
 PEERS = {
     "flashprefill fp8": ("fp8", ours_fp8),
     "flashprefill fp8 blocks": ("fp8", ours_fp8_blocks),
+    "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),
     "FA3 fp8": ("fp8", fa3_fp8),
     "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),
     "flashprefill bf16": ("bf16", ours_bf16),

@@ -11,7 +11,7 @@ import functools
 import os
 import pathlib
 
-from ._params import Params
+from ._params import Params, QuantizeParams
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
@@ -51,6 +51,10 @@ def _declare(lib):
     # flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream);
     lib.flashprefill_forward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
     lib.flashprefill_forward.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream);
+    lib.flashprefill_quantize.argtypes = [ctypes.POINTER(QuantizeParams), ctypes.c_void_p]
+    lib.flashprefill_quantize.restype = ctypes.c_int
     return lib
 
 

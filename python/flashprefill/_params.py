@@ -20,6 +20,7 @@ class DType(enum.IntEnum):
     """flashprefill_dtype."""
     BF16 = 1
     FP8_E4M3 = 2  # OCP e4m3fn
+    FP32 = 3      # flashprefill_quantize's input only
 
 
 class DescaleKind(enum.IntEnum):
@@ -70,4 +71,23 @@ class Params(ctypes.Structure):
         ("q_descale", Descale),
         ("k_descale", Descale),
         ("v_descale", Descale),
+    ]
+
+
+class QuantizeParams(ctypes.Structure):
+    """flashprefill_quantize_params: x (float) -> e4m3 codes and per-block exponents."""
+    _fields_ = [
+        ("x", ctypes.c_void_p),
+        ("codes", ctypes.c_void_p),
+        ("exponents", ctypes.c_void_p),
+        ("signs", ctypes.c_void_p),
+        ("subtract", ctypes.c_void_p),
+        *_strides("x"),
+        *_strides("codes"),
+        ("batch", ctypes.c_int32),
+        ("seqlen", ctypes.c_int32),
+        ("heads", ctypes.c_int32),
+        ("dim", ctypes.c_int32),
+        ("block_tokens", ctypes.c_int32),
+        ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
     ]

@@ -10,10 +10,11 @@ import ctypes
 import math
 
 from . import _arrays, _lib, fp8, prepare
-from ._params import DType, Params, Status
+from ._params import DType, Params, QuantizeParams, Status
 from .scales import BlockScales, descale
 
 _IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
+_QUANTIZE_DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
 _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
 # pointers, so a 16-byte aligned stand-in checks that call.
@@ -165,45 +166,119 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     return True
 
 
-def quantize_fp8(x, block=128):
-    """Per-block power-of-two FP8 quantization: x ≈ codes · 2^exponents[b, h, token // block].
+def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponents=None, stream=None):
+    """Per-block power-of-two FP8 quantization on the GPU (flashprefill_quantize): x ≈ codes · 2^exponents[b, h,
+    token // block], after an optional rotation and smoothing of each token row: y = H diag(signs) (x - subtract).
 
-    x: float device array (batch, seq, heads, dim), CuPy or torch (bfloat16, float16, float32).
-    Returns (codes, BlockScales(exponents, block)): codes float8_e4m3fn (batch, seq, heads, dim) and exponents
-    int8 (batch, heads, ceil(seq / block)), both of x's library; pass the BlockScales as the descale of the
-    tensor. The same arithmetic as fp8.quantize_blocks (bit-identical), run by CuPy on x's current stream.
+    x: bfloat16 or float32 device array (batch, seq, heads, dim), CuPy or torch; dim a multiple of 32 up to 256.
+    signs: None, or float32 device array (dim,) of +1 / -1 (prepare.rotation_signs); the same for q and k.
+    subtract: None, or float32 device array (batch, heads, dim), contiguous (prepare.key_mean, for k).
+    codes, exponents: optional outputs to write (float8_e4m3fn (batch, seq, heads, dim), any strides the ABI
+    takes; int8 (batch, heads, ceil(seq / block)), contiguous); by default new arrays of x's library.
+    Returns (codes, BlockScales(exponents, block)); pass the BlockScales as the tensor's descale.
+    Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block). Enqueued on `stream`
+    (default: the current stream of x's library).
     """
-    if _arrays.is_torch(x):
-        import cupy
-        import torch
-        codes, exponents = fp8.quantize_blocks(cupy.from_dlpack(x), block)
-        return torch.from_dlpack(codes).view(torch.float8_e4m3fn), BlockScales(torch.from_dlpack(exponents), block)
-    codes, exponents = fp8.quantize_blocks(x, block)
-    return _arrays.cupy_view(codes, "float8_e4m3fn"), BlockScales(exponents, block)
+    library = _lib.lib(_arrays.backend_of(x, "x"))
+    device = _arrays.device_of(x, "x")
+    handle = _arrays.resolve_stream(stream, x, device)
+    keep = []
+    with _arrays.on_device(x, device), contextlib.ExitStack() as scope:
+        scope.callback(_release, keep)
+        xt = _adapt(x, "x", handle, keep)
+        if len(xt.shape) != 4:
+            raise ValueError(f"x must be 4-d (batch, seq, heads, dim), got shape {xt.shape}")
+        if xt.dtype not in _QUANTIZE_DTYPES:
+            raise TypeError(f"x must be bfloat16 or float32, got {xt.dtype}")
+        batch, seqlen, heads, dim = xt.shape
+        if not isinstance(block, int) or block <= 0:
+            raise ValueError(f"block must be an int > 0, got {block!r}")
+        blocks = -(-seqlen // block)
+        if codes is None:
+            codes = _arrays.empty((batch, seqlen, heads, dim), "float8_e4m3fn", x, handle)
+        if exponents is None:
+            exponents = _arrays.empty((batch, heads, blocks), "int8", x, handle)
+        ct = _adapt(codes, "codes", handle, keep, writable=True)
+        et = _adapt(exponents, "exponents", handle, keep, writable=True)
+        if ct.dtype != "float8_e4m3fn" or ct.shape != xt.shape:
+            raise ValueError(f"codes must be float8_e4m3fn of x's shape {xt.shape}, got {ct.dtype} {ct.shape}")
+        if et.dtype != "int8" or et.shape != (batch, heads, blocks) or not et.is_contiguous():
+            raise ValueError(f"exponents must be contiguous int8 of shape (batch, heads, ceil(seq / block)) = "
+                             f"{(batch, heads, blocks)}, got {et.dtype} {et.shape} with strides {et.strides}")
+        extra = {}
+        for value, name, shape in ((signs, "signs", (dim,)), (subtract, "subtract", (batch, heads, dim))):
+            if value is None:
+                continue
+            tensor = _adapt(value, name, handle, keep)
+            if tensor.dtype != "float32" or tensor.shape != shape or not tensor.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous float32 array of shape {shape}, got {tensor.dtype} "
+                                 f"{tensor.shape} with strides {tensor.strides}")
+            extra[name] = tensor.ptr
+        for tensor in keep:
+            if tensor.device != device:
+                raise ValueError(f"every array must be on x's device {device}; one is on device {tensor.device}")
+        params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=seqlen, heads=heads,
+                                dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], **extra)
+        for prefix, strides in (("x", xt.strides), ("codes", ct.strides)):
+            for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
+                setattr(params, f"{prefix}_stride_{axis}", stride)
+        _check(library.flashprefill_quantize(ctypes.byref(params), handle), library)
+    return codes, BlockScales(exponents, block)
 
 
 def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0):
     """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
-    q_descale, k_descale, v_descale ready for attention(**prepared): rotated by a random-sign Hadamard (exact
-    for q k^T; spreads outlier channels before rounding), k optionally smoothed, then quantized with
-    FlashAttention-3-style per-(batch, kv head) factors or, with per_block=tokens, BlockScales. See
-    prepare.quantize_qkv for the details; the arithmetic runs in CuPy on the inputs' device.
+    q_descale, k_descale, v_descale ready for attention(**prepared): q and k rotated by the same random-sign
+    Hadamard (exact for q k^T; spreads outlier channels before rounding; `seed` picks the signs), k optionally
+    smoothed (its mean over tokens subtracted, per (batch, head)), then quantized.
+
+    per_block=None: FlashAttention-3-style factors, one per (batch, kv head), computed with CuPy
+    (prepare.quantize_qkv). per_block=tokens: BlockScales from the library's GPU quantizer (quantize_fp8, the
+    rotation fused into it); inputs that are neither bfloat16 nor float32 are rounded to float32 first.
     """
+    if per_block is not None:
+        signs = _like(prepare.rotation_signs(q.shape[-1], seed), q) if rotate else None
+        out = {}
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if not _is_dtype(x, ("bfloat16", "float32")):
+                x = x.float() if _arrays.is_torch(x) else x.astype("float32")
+            mean = _key_mean(x) if name == "k" and smooth_k else None
+            out[name], out[f"{name}_descale"] = quantize_fp8(x, per_block, signs=None if name == "v" else signs,
+                                                             subtract=mean)
+        return out
     torch_inputs = _arrays.is_torch(q)
     if torch_inputs:
         import cupy
         import torch
         q, k, v = (cupy.from_dlpack(x) for x in (q, k, v))
-    prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, per_block=per_block, seed=seed)
+    prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, seed=seed)
     out = {}
     for name in "qkv":
         codes, descale = prepared[name], prepared[f"{name}_descale"]
         if torch_inputs:
-            codes = torch.from_dlpack(codes).view(torch.float8_e4m3fn)
-            descale = (BlockScales(torch.from_dlpack(descale[0]), descale[1]) if per_block
-                       else torch.from_dlpack(descale))
+            codes, descale = torch.from_dlpack(codes).view(torch.float8_e4m3fn), torch.from_dlpack(descale)
         else:
             codes = _arrays.cupy_view(codes, "float8_e4m3fn")
-            descale = BlockScales(*descale) if per_block else descale
         out[name], out[f"{name}_descale"] = codes, descale
     return out
+
+
+def _like(host, like):
+    """A numpy array copied to the device and library of `like` (torch or CuPy)."""
+    if _arrays.is_torch(like):
+        import torch
+        return torch.from_numpy(host).to(like.device)
+    import cupy
+    with cupy.cuda.Device(like.device.id):
+        return cupy.asarray(host)
+
+
+def _is_dtype(x, names):
+    return str(x.dtype).removeprefix("torch.") in names
+
+
+def _key_mean(k):
+    """prepare.key_mean on the device: float32 (batch, heads, dim), the mean over tokens taken in float64."""
+    if _arrays.is_torch(k):
+        return k.double().mean(dim=1).float().contiguous()
+    return prepare.key_mean(k)

@@ -90,12 +90,12 @@ def quantize_blocks(x, block_tokens=128):
     Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
     one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
     e is the smallest integer with amax/2^e <= 448, so the block's largest magnitude lands in (224, 448],
-    except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a block further below its
-    head's largest is quantized at that floor, which loses only values under 2^-55 of the head's largest
-    magnitude (the Hopper kernel keeps O in units of the current v block, exact within that span). Blocks
-    that are all zero take their head's largest exponent, blocks holding inf/NaN e = 0; e is clamped to
-    [-128, 127]. Dividing by 2^e is done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only
-    error.
+    clamped to [-127, 127], except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a
+    block further below its head's largest is quantized at that floor, which loses only values under 2^-55 of
+    the head's largest magnitude (the Hopper kernel keeps O in units of the current v block, exact within that
+    span). Blocks that are all zero take their head's largest exponent (0 if none), blocks holding inf/NaN
+    e = 0. Dividing by 2^e is done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only error.
+    The library's GPU quantizer (flashprefill_quantize) computes the same bits.
     """
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
@@ -106,13 +106,13 @@ def quantize_blocks(x, block_tokens=128):
     amax = padded.reshape(batch, n_blocks, block_tokens, heads, dim).max(axis=(2, 4)).transpose(0, 2, 1)
     # amax = f·2^k, f in [0.5, 1), and 448 = 0.875·2^9: amax <= 448·2^e  <=>  e >= k - 9 + (f > 0.875).
     fraction, power = xp.frexp(amax.astype(xp.float64))
-    exponent = power.astype(xp.int32) - 9 + (fraction > 0.875).astype(xp.int32)
+    exponent = xp.clip(power.astype(xp.int32) - 9 + (fraction > 0.875).astype(xp.int32), -127, 127)
     regular = (amax > 0) & xp.isfinite(amax)
     head_max = xp.where(regular, exponent, -(1 << 30)).max(axis=2, keepdims=True)
     head_max = xp.where(regular.any(axis=2, keepdims=True), head_max, 0)
     exponent = xp.where(regular, xp.maximum(exponent, head_max - EXPONENT_SPAN),
                         xp.where(amax == 0, head_max, 0))
-    exponents = xp.ascontiguousarray(xp.clip(exponent, -128, 127).astype(xp.int8))  # what BlockScales takes
+    exponents = xp.ascontiguousarray(exponent.astype(xp.int8))  # contiguous, as BlockScales takes them
     scaled = x32.astype(xp.float64) / block_scales(exponents, seqlen, block_tokens)[..., None]
     return e4m3_encode(scaled.astype(xp.float32)), exponents
 

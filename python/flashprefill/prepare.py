@@ -13,18 +13,26 @@ import numpy as np
 from . import fp8
 
 
-def hadamard(dim, seed=0):
-    """float64 (dim, dim) orthonormal random-sign Hadamard: diag(signs) times block-diagonal Sylvester
-    Hadamard matrices over the binary decomposition of dim (largest block first), each scaled by 1/sqrt(n)."""
+def _parts(dim):
+    """The power-of-two blocks of the block-diagonal Hadamard: dim's binary decomposition, largest first."""
+    return [1 << bit for bit in reversed(range(dim.bit_length())) if dim >> bit & 1]
+
+
+def rotation_signs(dim, seed=0):
+    """float32 (dim,) random signs (+1 / -1) of the rotation; `seed` picks them."""
     if dim <= 0:
         raise ValueError(f"dim must be > 0, got {dim}")
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], dim)
+    return np.random.default_rng(seed).choice([-1.0, 1.0], dim).astype(np.float32)
+
+
+def hadamard(dim, seed=0):
+    """float64 (dim, dim) orthonormal random-sign Hadamard: diag(signs) times block-diagonal Sylvester
+    Hadamard matrices over the binary decomposition of dim (largest block first), each scaled by 1/sqrt(n).
+    transform(x, rotation_signs(dim, seed)) equals x @ hadamard(dim, seed) up to rounding."""
+    signs = rotation_signs(dim, seed).astype(np.float64)
     h = np.zeros((dim, dim))
     start = 0
-    for bit in reversed(range(dim.bit_length())):
-        n = 1 << bit
-        if dim - start < n:
-            continue
+    for n in _parts(dim):
         block = np.ones((1, 1))
         while block.shape[0] < n:
             block = np.block([[block, block], [block, -block]])
@@ -33,28 +41,66 @@ def hadamard(dim, seed=0):
     return signs[:, None] * h
 
 
+def _fwht(x):
+    """Unnormalised Sylvester Hadamard transform over the last axis (a power of two long): butterflies
+    (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, 4, ..., the GPU quantizer's order."""
+    xp = fp8.array_module(x)
+    n, h = x.shape[-1], 1
+    while h < n:
+        pairs = x.reshape(*x.shape[:-1], n // (2 * h), 2, h)
+        x = xp.stack((pairs[..., 0, :] + pairs[..., 1, :], pairs[..., 0, :] - pairs[..., 1, :]),
+                     axis=-2).reshape(x.shape)
+        h *= 2
+    return x
+
+
+def transform(x, signs=None, subtract=None):
+    """The GPU quantizer's transform, bit for bit: float64 y = H diag(signs) (x - subtract[b, h]) per token row,
+    each step skipped when its argument is None.
+
+    x: float (batch, seq, heads, dim), numpy or CuPy; signs: (dim,) of +1 / -1 (rotation_signs);
+    subtract: float32 (batch, heads, dim) (key_mean). H: per power-of-two part of dim, largest first, _fwht
+    then times 1/sqrt(n) (one rounding).
+    """
+    xp = fp8.array_module(x)
+    y = xp.asarray(x, dtype=xp.float64)
+    if subtract is not None:
+        y = y - xp.asarray(subtract, dtype=xp.float32).astype(xp.float64)[:, None]
+    if signs is None:
+        return y
+    y = y * xp.asarray(signs, dtype=xp.float64)
+    parts, start = [], 0
+    for n in _parts(x.shape[-1]):
+        parts.append(_fwht(y[..., start:start + n]) * (1.0 / np.sqrt(n)))
+        start += n
+    return xp.concatenate(parts, axis=-1)
+
+
+def key_mean(k):
+    """float32 (batch, heads, dim): k's mean over tokens (computed in float64), what K smoothing subtracts."""
+    xp = fp8.array_module(k)
+    return xp.asarray(k, dtype=xp.float64).mean(axis=1).astype(xp.float32)
+
+
 def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0):
     """fp8 q, k, v and their descales for `attention`, from float arrays (batch, seq, heads, dim) (numpy or
     CuPy; the same arithmetic on either).
 
-    rotate: multiply q and k by the same random-sign Hadamard (`seed` picks the signs) before quantizing.
-    smooth_k: subtract from k its mean over tokens, per (batch, head).
+    rotate: transform q and k with the same rotation_signs(dim, seed) before quantizing.
+    smooth_k: subtract from k its mean over tokens (key_mean), per (batch, head).
     per_block: None for FlashAttention-3-style factors, one per (batch, kv head), q's shared by the query heads
         of a group (what every kernel takes); or a token count for per-block power-of-two scales
-        (fp8.quantize_blocks; kernels that take them: gfx950 fp8).
+        (fp8.quantize_blocks; what flashprefill_quantize computes on the GPU).
     Returns a dict: q, k, v uint8 e4m3 codes of the inputs' shapes, and q_descale, k_descale, v_descale: float32
     (batch, heads_kv) factors, or (exponents, block_tokens) pairs for BlockScales.
     """
     xp = fp8.array_module(q)
     heads_kv = k.shape[2]
-    q64, k64, v64 = (xp.asarray(x, dtype=xp.float64) for x in (q, k, v))
-    if smooth_k:
-        k64 = k64 - k64.mean(axis=1, keepdims=True)
-    if rotate:
-        h = xp.asarray(hadamard(q.shape[-1], seed))
-        q64, k64 = q64 @ h, k64 @ h
+    signs = xp.asarray(rotation_signs(q.shape[-1], seed)) if rotate else None
+    transformed = {"q": transform(q, signs), "k": transform(k, signs, key_mean(k) if smooth_k else None),
+                   "v": transform(v)}
     out = {}
-    for name, x in (("q", q64), ("k", k64), ("v", v64)):
+    for name, x in transformed.items():
         if per_block is None:
             batch, seq, heads, dim = x.shape
             codes, descale = fp8.quantize_per_head(x.reshape(batch, seq, heads_kv, heads // heads_kv * dim))

@@ -1,0 +1,8 @@
+// The CUDA backend's device checks that live beside fp_backend_check_device (device.cu).
+#pragma once
+
+#include "flashprefill.h"
+
+// A Hopper GPU is current and every pointer of p lives on it; otherwise NO_DEVICE / INVALID_ARGUMENT with the
+// last error set.
+extern "C" flashprefill_status fp_check_quantize_device(const flashprefill_quantize_params *p);

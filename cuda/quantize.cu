@@ -1,0 +1,274 @@
+// flashprefill_quantize on Hopper (include/flashprefill.h): float rows, optionally smoothed and rotated, to e4m3
+// codes with one power-of-two exponent per block of tokens. Three launches:
+//   block_exponents:  each block's own exponent (all-zero blocks marked kZeroBlock);
+//   finish_exponents: per (batch, head), the span floor and the zero blocks' exponent, in place;
+//   encode_blocks:    the codes, transforming each row again.
+// The transform runs in float64 with the butterflies of the numpy model (flashprefill.prepare.transform) in the
+// same order, so codes and exponents are bit-identical to flashprefill.fp8.quantize_blocks of its result.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "backend.h"
+#include "device.h"
+
+namespace fp {
+namespace {
+
+constexpr int kWarps = 8;                 // rows in flight per block of tokens
+constexpr int kThreads = 32 * kWarps;
+constexpr int kExponentSpan = 64;         // flashprefill.fp8.EXPONENT_SPAN
+constexpr int kMinExponent = -127, kMaxExponent = 127;
+constexpr int kZeroBlock = -128;          // below every real exponent
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+struct QuantizeArgs {
+    const void *x;
+    bool x_fp32;
+    int64_t x_stride_batch, x_stride_seq, x_stride_head;
+    uint8_t *codes;
+    int64_t codes_stride_batch, codes_stride_seq, codes_stride_head;
+    int8_t *exponents;  // (batch, heads, blocks)
+    const float *signs, *subtract;
+    int32_t seqlen, heads, block_tokens, blocks;
+};
+
+// One token row of one head across a warp. dim splits into power-of-two parts, largest first (192 = 128 + 64);
+// lane l holds, of each part of n elements, the n / 32 consecutive ones from part_start + l * n / 32. Slot j of a
+// lane walks the parts in order.
+template <int kDim>
+struct RowLayout {
+    static_assert(kDim % 32 == 0 && kDim <= 256, "dim: a multiple of 32 up to 256");
+    static constexpr int kSlots = kDim / 32;
+    // The part of slot j: its size in elements, its first element, its first slot.
+    __device__ static constexpr int part_size(int j)
+    {
+        int first_slot = 0;
+        for (int bit = 3; bit >= 0; --bit) {
+            const int slots = (kSlots >> bit & 1) << bit;
+            if (j < first_slot + slots)
+                return 32 << bit;
+            first_slot += slots;
+        }
+        return 0;
+    }
+    __device__ static constexpr int part_first_slot(int j)
+    {
+        int first_slot = 0;
+        for (int bit = 3; bit >= 0; --bit) {
+            const int slots = (kSlots >> bit & 1) << bit;
+            if (j < first_slot + slots)
+                return first_slot;
+            first_slot += slots;
+        }
+        return 0;
+    }
+    // The element held in slot j by lane `lane` (parts start where the previous ones' elements end).
+    __device__ static constexpr int element(int j, int lane)
+    {
+        const int per_lane = part_size(j) / 32, first = part_first_slot(j);
+        return 32 * first + lane * per_lane + (j - first);
+    }
+};
+
+// y = H diag(signs) (x - subtract) of one row, rounded to float32 (see the header); steps without their pointer
+// are skipped.
+template <int kDim>
+__device__ __forceinline__ void transform_row(const QuantizeArgs &a, int batch, int token, int head, int lane,
+                                              float (&y)[RowLayout<kDim>::kSlots])
+{
+    using L = RowLayout<kDim>;
+    double v[L::kSlots];
+    const int64_t row = batch * a.x_stride_batch + token * a.x_stride_seq + head * a.x_stride_head;
+#pragma unroll
+    for (int j = 0; j < L::kSlots; ++j) {
+        const int i = L::element(j, lane);
+        v[j] = a.x_fp32 ? static_cast<const float *>(a.x)[row + i]
+                        : __bfloat162float(static_cast<const __nv_bfloat16 *>(a.x)[row + i]);
+        if (a.subtract != nullptr)
+            v[j] -= a.subtract[(static_cast<int64_t>(batch) * a.heads + head) * kDim + i];
+    }
+    if (a.signs != nullptr) {
+#pragma unroll
+        for (int j = 0; j < L::kSlots; ++j)
+            v[j] *= a.signs[L::element(j, lane)];
+        // Per part of n elements: butterflies (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, ...,
+        // n / 2 (Sylvester order), within a lane while h < n / 32, then across lanes; then times 1 / sqrt(n).
+#pragma unroll
+        for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / 32) {
+            const int per_lane = L::part_size(j0) / 32;
+#pragma unroll
+            for (int h = 1; h < per_lane; h *= 2)
+#pragma unroll
+                for (int j = 0; j < per_lane; ++j)
+                    if ((j & h) == 0) {
+                        const double lo = v[j0 + j], hi = v[j0 + j + h];
+                        v[j0 + j] = lo + hi;
+                        v[j0 + j + h] = lo - hi;
+                    }
+#pragma unroll
+            for (int d = 1; d < 32; d *= 2)
+#pragma unroll
+                for (int j = 0; j < per_lane; ++j) {
+                    const double other = __shfl_xor_sync(kFullWarp, v[j0 + j], d);
+                    v[j0 + j] = (lane & d) ? other - v[j0 + j] : v[j0 + j] + other;
+                }
+            const double norm = 1.0 / sqrt(static_cast<double>(L::part_size(j0)));
+#pragma unroll
+            for (int j = 0; j < per_lane; ++j)
+                v[j0 + j] *= norm;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < L::kSlots; ++j)
+        y[j] = static_cast<float>(v[j]);
+}
+
+__device__ __forceinline__ int first_token(const QuantizeArgs &a) { return blockIdx.x * a.block_tokens; }
+__device__ __forceinline__ int end_token(const QuantizeArgs &a)
+{
+    return min(a.seqlen, (static_cast<int>(blockIdx.x) + 1) * a.block_tokens);
+}
+__device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
+{
+    return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
+}
+
+// Grid (blocks, heads, batch): the smallest e with max |y| <= 448 * 2^e, clamped to [-127, 127]; 0 where the
+// block holds inf or NaN; kZeroBlock where it is all zeros.
+template <int kDim>
+__global__ void __launch_bounds__(kThreads) block_exponents(const __grid_constant__ QuantizeArgs a)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float amax = 0.0f;
+    bool nonfinite = false;
+    for (int token = first_token(a) + warp; token < end_token(a); token += kWarps) {
+        float y[RowLayout<kDim>::kSlots];
+        transform_row<kDim>(a, blockIdx.z, token, blockIdx.y, lane, y);
+#pragma unroll
+        for (int j = 0; j < RowLayout<kDim>::kSlots; ++j) {
+            nonfinite |= !isfinite(y[j]);
+            amax = isfinite(y[j]) ? fmaxf(amax, fabsf(y[j])) : amax;
+        }
+    }
+    for (int d = 16; d > 0; d /= 2)
+        amax = fmaxf(amax, __shfl_xor_sync(kFullWarp, amax, d));
+    nonfinite = __any_sync(kFullWarp, nonfinite);
+    __shared__ float warp_amax[kWarps];
+    __shared__ bool warp_nonfinite[kWarps];
+    if (lane == 0) {
+        warp_amax[warp] = amax;
+        warp_nonfinite[warp] = nonfinite;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    for (int w = 1; w < kWarps; ++w) {
+        amax = fmaxf(amax, warp_amax[w]);
+        nonfinite |= warp_nonfinite[w];
+    }
+    int exponent = kZeroBlock;
+    if (nonfinite) {
+        exponent = 0;
+    } else if (amax > 0.0f) {
+        // amax = f 2^k, f in [0.5, 1); 448 = 0.875 * 2^9: amax <= 448 * 2^e  <=>  e >= k - 9 + (f > 0.875).
+        int k;
+        const float f = frexpf(amax, &k);
+        exponent = min(max(k - 9 + (f > 0.875f), kMinExponent), kMaxExponent);
+    }
+    *exponent_of_block(a) = static_cast<int8_t>(exponent);
+}
+
+// One warp per (batch, head) row of exponents: zero blocks take the row's largest exponent (0 if none), the
+// others at least that minus kExponentSpan.
+__global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_constant__ QuantizeArgs a, int rows)
+{
+    const int lane = threadIdx.x % 32, row = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (row >= rows)
+        return;
+    int8_t *e = a.exponents + static_cast<int64_t>(row) * a.blocks;
+    int top = INT_MIN;
+    for (int b = lane; b < a.blocks; b += 32)
+        top = e[b] == kZeroBlock ? top : max(top, static_cast<int>(e[b]));
+    for (int d = 16; d > 0; d /= 2)
+        top = max(top, __shfl_xor_sync(kFullWarp, top, d));
+    if (top == INT_MIN)
+        top = 0;
+    for (int b = lane; b < a.blocks; b += 32)
+        e[b] = static_cast<int8_t>(e[b] == kZeroBlock ? top : max(static_cast<int>(e[b]), top - kExponentSpan));
+}
+
+// Grid (blocks, heads, batch): codes = e4m3(y / 2^e), round to nearest even, saturating at 448.
+template <int kDim>
+__global__ void __launch_bounds__(kThreads) encode_blocks(const __grid_constant__ QuantizeArgs a)
+{
+    using L = RowLayout<kDim>;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const double scale = ldexp(1.0, -static_cast<int>(*exponent_of_block(a)));
+    for (int token = first_token(a) + warp; token < end_token(a); token += kWarps) {
+        float y[L::kSlots];
+        transform_row<kDim>(a, blockIdx.z, token, blockIdx.y, lane, y);
+        uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
+                       blockIdx.y * a.codes_stride_head;
+#pragma unroll
+        for (int j = 0; j < L::kSlots; ++j)
+            row[L::element(j, lane)] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
+                static_cast<float>(static_cast<double>(y[j]) * scale), __NV_SATFINITE, __NV_E4M3));
+    }
+}
+
+template <int kDim>
+cudaError_t launch(const QuantizeArgs &a, int batch, cudaStream_t stream)
+{
+    const dim3 grid(a.blocks, a.heads, batch);
+    block_exponents<kDim><<<grid, kThreads, 0, stream>>>(a);
+    const int rows = batch * a.heads;
+    finish_exponents<<<(rows + kWarps - 1) / kWarps, kThreads, 0, stream>>>(a, rows);
+    encode_blocks<kDim><<<grid, kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace fp
+
+extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+{
+    flashprefill_status s;
+    if ((s = fp_check_quantize_device(p)))
+        return s;
+    constexpr int kMaxGridYz = 65535;
+    if (p->heads > kMaxGridYz || p->batch > kMaxGridYz || static_cast<int64_t>(p->batch) * p->heads > INT_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds the quantizer's grid limit "
+                       "of %d", p->heads, p->batch, kMaxGridYz);
+    fp::QuantizeArgs a{};
+    a.x = p->x;
+    a.x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;
+    a.x_stride_batch = p->x_stride_batch, a.x_stride_seq = p->x_stride_seq, a.x_stride_head = p->x_stride_head;
+    a.codes = static_cast<uint8_t *>(p->codes);
+    a.codes_stride_batch = p->codes_stride_batch, a.codes_stride_seq = p->codes_stride_seq;
+    a.codes_stride_head = p->codes_stride_head;
+    a.exponents = p->exponents;
+    a.signs = p->signs, a.subtract = p->subtract;
+    a.seqlen = p->seqlen, a.heads = p->heads, a.block_tokens = p->block_tokens;
+    a.blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
+    const cudaStream_t st = static_cast<cudaStream_t>(stream);
+    cudaError_t err;
+    switch (p->dim) {
+    case 32: err = fp::launch<32>(a, p->batch, st); break;
+    case 64: err = fp::launch<64>(a, p->batch, st); break;
+    case 96: err = fp::launch<96>(a, p->batch, st); break;
+    case 128: err = fp::launch<128>(a, p->batch, st); break;
+    case 160: err = fp::launch<160>(a, p->batch, st); break;
+    case 192: err = fp::launch<192>(a, p->batch, st); break;
+    case 224: err = fp::launch<224>(a, p->batch, st); break;
+    case 256: err = fp::launch<256>(a, p->batch, st); break;
+    default:  // fp_validate_quantize refused every other dim
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", p->dim);
+    }
+    if (err != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "quantizer launch: %s", cudaGetErrorString(err));
+    return FLASHPREFILL_SUCCESS;
+}

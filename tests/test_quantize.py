@@ -1,0 +1,101 @@
+"""flashprefill_quantize without a GPU: its argument validation through the real build/libflashprefill.so (fake
+pointers, never dereferenced), and the numpy model it must match bit for bit (prepare.transform,
+fp8.quantize_blocks). The GPU side is tests/test_quantize_gpu.py."""
+import ctypes
+
+import numpy as np
+import pytest
+
+from flashprefill import _lib, fp8, prepare
+from flashprefill._params import DType, QuantizeParams, Status
+
+INVALID = Status.ERROR_INVALID_ARGUMENT
+NOT_SUPPORTED = Status.ERROR_NOT_SUPPORTED
+X, CODES, EXPONENTS, SIGNS, SUBTRACT = 0x7F0000000000, 0x7F1000000000, 0x7F2000000000, 0x7F3000000000, 0x7F4000000000
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return _lib.lib()
+
+
+def valid(batch=2, seqlen=300, heads=4, dim=128, x_dtype=DType.BF16):
+    p = QuantizeParams(x=X, codes=CODES, exponents=EXPONENTS, signs=SIGNS, subtract=SUBTRACT, batch=batch,
+                       seqlen=seqlen, heads=heads, dim=dim, block_tokens=128, x_dtype=x_dtype)
+    for prefix in ("x", "codes"):
+        for axis, stride in (("batch", seqlen * heads * dim), ("seq", heads * dim), ("head", dim), ("dim", 1)):
+            setattr(p, f"{prefix}_stride_{axis}", stride)
+    return p
+
+
+def call(lib, p):
+    status = Status(lib.flashprefill_quantize(ctypes.byref(p) if p is not None else None, None))
+    return status, lib.flashprefill_last_error().decode()
+
+
+def changed(**fields):
+    def make():
+        p = valid()
+        for name, value in fields.items():
+            setattr(p, name, value)
+        return p
+    return make
+
+
+CASES = [
+    *[(f"{name}=0", changed(**{name: 0}), INVALID, f"{name} must be > 0, got 0")
+      for name in ("batch", "seqlen", "heads", "dim", "block_tokens")],
+    ("x_dtype fp8", changed(x_dtype=DType.FP8_E4M3), INVALID, "x_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32"),
+    ("x NULL", changed(x=None), INVALID, "x is NULL"),
+    ("codes NULL", changed(codes=None), INVALID, "codes is NULL"),
+    ("exponents NULL", changed(exponents=None), INVALID, "exponents is NULL"),
+    ("x misaligned", changed(x=X + 2), INVALID, "is not 16-byte aligned"),
+    ("x_stride_dim", changed(x_stride_dim=2), INVALID, "x_stride_dim must be 1"),
+    ("codes_stride_seq odd", changed(codes_stride_seq=4 * 128 + 8), INVALID,
+     "codes_stride_seq = 520 elements of 1 bytes is not a multiple of 16 bytes"),
+    ("codes overlaps itself", changed(codes_stride_head=64), INVALID, "codes overlaps itself"),
+    ("codes overlaps x", changed(codes=X + 4096), INVALID, "codes overlaps x"),
+    ("exponents inside codes", changed(exponents=CODES + 7), INVALID, "exponents overlaps x or codes"),
+    ("signs misaligned", changed(signs=SIGNS + 2), INVALID, "signs = 0x7f3000000002 is not 4-byte aligned"),
+    ("subtract misaligned", changed(subtract=SUBTRACT + 1), INVALID, "subtract = 0x7f4000000001 is not 4-byte"),
+    ("dim 144", lambda: valid(dim=144), NOT_SUPPORTED, "dim a multiple of 32 up to 256, got 144"),
+    ("dim 512", lambda: valid(dim=512), NOT_SUPPORTED, "got 512"),
+]
+
+
+@pytest.mark.parametrize("make, status, substring", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_invalid_arguments(lib, make, status, substring):
+    got, message = call(lib, make())
+    assert got == status and substring in message, f"{got.name}: {message}"
+
+
+def test_null_params(lib):
+    assert call(lib, None) == (INVALID, "params is NULL")
+
+
+@pytest.mark.parametrize("make", [valid, lambda: valid(dim=192, x_dtype=DType.FP32), lambda: valid(seqlen=1)])
+def test_valid_arguments_reach_the_device_check(lib, make):
+    """Valid params pass validation; the fake pointers (or the missing GPU) stop them at the device check."""
+    status, message = call(lib, make())
+    assert status in (Status.ERROR_NO_DEVICE, INVALID) and "must be" not in message, f"{status.name}: {message}"
+
+
+@pytest.mark.parametrize("dim", [1, 3, 32, 64, 128, 192, 200])
+def test_transform_is_the_rotation(rng, dim):
+    x = rng.standard_normal((2, 5, 3, dim))
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31)))
+    h = signs[:, None] * prepare.hadamard(dim, 0) / prepare.rotation_signs(dim, 0)[:, None]
+    np.testing.assert_allclose(prepare.transform(x, signs), x @ h, atol=1e-13)
+    mean = prepare.key_mean(x)
+    np.testing.assert_array_equal(prepare.transform(x, subtract=mean), x - mean.astype(np.float64)[:, None])
+
+
+def test_block_exponent_rules():
+    """Zero blocks take the head's largest exponent (0 for an all-zero head); tiny values clamp at -127; a
+    block more than EXPONENT_SPAN below its head's largest is raised to that floor."""
+    x = np.zeros((1, 12, 3, 32), np.float32)
+    x[0, 0:4, 0] = 1.0          # head 0: e = -8 (amax 1: 1 <= 448 * 2^-8)
+    x[0, 8:12, 0] = 2.0**-100   # head 0, block 2: natural e -108, raised to -8 - 64
+    x[0, 0:4, 1] = 1e-40        # head 1: float32 subnormal, clamped to -127; the zero blocks take -127 too
+    _, exponents = fp8.quantize_blocks(x, block_tokens=4)
+    assert exponents.tolist() == [[[-8, -8, -72], [-127, -127, -127], [0, 0, 0]]]

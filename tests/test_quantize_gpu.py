@@ -1,0 +1,107 @@
+"""The GPU quantizer (flashprefill_quantize through fp.quantize_fp8 / fp.quantize_qkv) against its numpy model,
+bit for bit: fp8.quantize_blocks(prepare.transform(x, signs, subtract), block). Outputs are poisoned first."""
+import numpy as np
+import pytest
+
+import flashprefill as fp
+from flashprefill import fp8, prepare
+
+torch = pytest.importorskip("torch", reason="the quantizer GPU tests drive the library with torch tensors")
+pytestmark = pytest.mark.gpu
+
+POISON_CODE = 0x7F  # NaN: never a code of finite inputs
+POISON_EXPONENT = -128  # below every exponent the quantizer writes
+
+
+def _uneven(rng, shape):
+    """N(0,1) times 2^-6..2^6 per 64 tokens and head, with one channel 30x larger: exponents that vary along a
+    head and rows the rotation changes."""
+    batch, seq, heads, dim = shape
+    x = rng.standard_normal(shape)
+    x *= np.exp2(rng.integers(-6, 7, (batch, (seq + 63) // 64, heads)))[:, np.arange(seq) // 64, :, None]
+    x[..., 3] *= 30
+    return x
+
+
+def _run(x, block, signs=None, subtract=None):
+    """fp.quantize_fp8 into poisoned outputs; (codes uint8, exponents int8) on the host."""
+    batch, seq, heads, dim = x.shape
+    codes = torch.full(x.shape, POISON_CODE, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+    exponents = torch.full((batch, heads, -(-seq // block)), POISON_EXPONENT, dtype=torch.int8, device="cuda")
+    fp.quantize_fp8(x, block, signs=signs, subtract=subtract, codes=codes, exponents=exponents)
+    torch.cuda.synchronize()
+    return codes.view(torch.uint8).cpu().numpy(), exponents.cpu().numpy()
+
+
+def _host(x):
+    return x.float().cpu().numpy().astype(np.float64)
+
+
+@pytest.mark.parametrize("block", [64, 128, 200])
+@pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("dim", [32, 128, 192, 256])
+def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
+    shape = (2, 300, 3, dim)
+    x = torch.from_numpy(_uneven(rng, shape)).to(getattr(torch, dtype)).cuda()
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if mode != "plain" else None
+    subtract = prepare.key_mean(_host(x)) if mode == "rotate_smooth" else None
+    codes, exponents = _run(x, block, None if signs is None else torch.from_numpy(signs).cuda(),
+                            None if subtract is None else torch.from_numpy(subtract).cuda())
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(_host(x), signs, subtract), block)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    mismatch = codes != model_codes
+    assert not mismatch.any(), (f"{mismatch.sum()} of {codes.size} codes differ, first at "
+                                f"{np.argwhere(mismatch)[0].tolist()}")
+
+
+def test_special_blocks():
+    """All-zero blocks and heads, inf and NaN, float32 subnormals, and a block 100 binades below its head."""
+    x = np.random.default_rng(7).standard_normal((1, 40, 4, 64)).astype(np.float32)
+    x[0, 0:8, 0] = 0              # head 0: a zero block among normal ones
+    x[0, 8:16, 1, 5] = np.inf     # head 1: inf and NaN in one block each
+    x[0, 16:24, 1, 9] = np.nan
+    x[0, 24:32, 2] *= 2.0**-100   # head 2: one block far below the others (the span floor)
+    x[0, :, 3] = 1e-41 * (x[0, :, 3] > 0)  # head 3: subnormal or zero values only
+    xt = torch.from_numpy(x).cuda()
+    codes, exponents = _run(xt, 8)
+    model_codes, model_exponents = fp8.quantize_blocks(x, 8)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+
+
+def test_strided_input():
+    """k as a view into a packed (batch, seq, heads_q + 2 heads_kv, dim) qkv buffer."""
+    qkv = torch.randn(2, 257, 8 + 2 * 2, 128, device="cuda").to(torch.bfloat16)
+    k = qkv[:, :, 8:10]
+    codes, exponents = _run(k, 128)
+    model_codes, model_exponents = fp8.quantize_blocks(_host(k), 128)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+
+
+def test_quantize_qkv_per_block_is_the_model(rng):
+    """fp.quantize_qkv(per_block=...) on the GPU equals prepare.quantize_qkv on the host (rotation and K
+    smoothing included), and its output runs through attention."""
+    shape_q, shape_kv = (1, 333, 8, 128), (1, 333, 2, 128)
+    q, k, v = (torch.from_numpy(_uneven(rng, s)).float().cuda() for s in (shape_q, shape_kv, shape_kv))
+    seed = int(rng.integers(1 << 31))
+    prepared = fp.quantize_qkv(q, k, v, per_block=128, smooth_k=True, seed=seed)
+    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), per_block=128, smooth_k=True, seed=seed)
+    for name in "qkv":
+        np.testing.assert_array_equal(prepared[name].view(torch.uint8).cpu().numpy(), model[name])
+        np.testing.assert_array_equal(prepared[f"{name}_descale"].exponents.cpu().numpy(), model[f"{name}_descale"][0])
+    out = fp.attention(**prepared)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+
+
+def test_refusals():
+    x = torch.randn(1, 16, 2, 128, device="cuda")
+    with pytest.raises(TypeError, match="x must be bfloat16 or float32"):
+        fp.quantize_fp8(x.to(torch.float8_e4m3fn))
+    with pytest.raises(ValueError, match="signs must be a contiguous float32 array of shape"):
+        fp.quantize_fp8(x, signs=torch.ones(64, device="cuda"))
+    with pytest.raises(fp.Error) as info:
+        fp.quantize_fp8(torch.randn(1, 16, 2, 48, device="cuda"))
+    assert info.value.status == fp.Status.ERROR_NOT_SUPPORTED and "multiple of 32" in info.value.message
