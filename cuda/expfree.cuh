@@ -66,4 +66,30 @@ struct ExpFree {
     }
 };
 
+// The MUFU path the exp-free codes replace, for the ablation (FP_ABLATE_EXPFREE): p' = ex2(s * scale_log2 -
+// max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree::pack_p.
+template <int kOffsetLog2>
+struct Exp2Codes {
+    __device__ __forceinline__ static void pack_p(const float (&s)[kAccRegs], float scale_log2,
+                                                  const float (&max_used)[2], uint32_t (&p)[16])
+    {
+        const float shift[2] = {max_used[0] - kOffsetLog2, max_used[1] - kOffsetLog2};
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+            float v[16];
+#pragma unroll
+            for (int e = 0; e < 16; ++e)
+                v[e] = ptx::ex2_approx_ftz(fmaf(s[16 * step + e], scale_log2, -shift[acc_half(e)]));
+            auto pack = [&](int a, int b, int c, int d) {
+                return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
+                       static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
+            };
+            p[4 * step + 0] = pack(0, 1, 4, 5);
+            p[4 * step + 1] = pack(2, 3, 6, 7);
+            p[4 * step + 2] = pack(8, 9, 12, 13);
+            p[4 * step + 3] = pack(10, 11, 14, 15);
+        }
+    }
+};
+
 }  // namespace fp

@@ -6,6 +6,15 @@
 
 #include "flashprefill.h"
 
+// Ablation builds (`make ablation`, `tools/bench.py --ablation`) each switch one idea off; the library proper
+// is built with both at 0.
+#ifndef FP_ABLATE_EXPFREE
+#define FP_ABLATE_EXPFREE 0  // 1: fp8 probabilities by ex2.approx and cvt.e4m3x2 (MUFU), not exp-free codes
+#endif
+#ifndef FP_ABLATE_PINGPONG
+#define FP_ABLATE_PINGPONG 0  // 1: the consumer warpgroups issue their wgmma without taking turns
+#endif
+
 namespace fp {
 
 // Element types of the two input precisions.

@@ -178,6 +178,14 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const uint32_t your_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer1Turn
                                                                          : NamedBarrier::kConsumer0Turn);
     constexpr uint32_t kTurnThreads = 128 * Config::kConsumerWarpgroups;
+    auto take_turn = [&]() {
+        if constexpr (!FP_ABLATE_PINGPONG)
+            ptx::bar_sync(my_turn, kTurnThreads);
+    };
+    auto pass_turn = [&]() {
+        if constexpr (!FP_ABLATE_PINGPONG)
+            ptx::bar_arrive(your_turn, kTurnThreads);
+    };
     const int head_kv = head / args.heads_per_kv;
     const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;
@@ -281,7 +289,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
         float max_used[2];
         online_max.update(s, scale_log2, rescale, max_used);
-        if constexpr (Config::kIsFp8) {
+        if constexpr (Config::kIsFp8 && FP_ABLATE_EXPFREE) {
+            Exp2Codes<Input::kPOffsetLog2>::pack_p(s, scale_log2, max_used, codes);
+        } else if constexpr (Config::kIsFp8) {
             float row_constant[2];
             ExpFree<Input::kPOffsetLog2>::row_constants(max_used, row_constant);
             ExpFree<Input::kPOffsetLog2>::pack_p(s, 8.0f * scale_log2, row_constant, codes);
@@ -325,7 +335,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
 
     if (consumer_index == 1)
-        ptx::bar_arrive(static_cast<uint32_t>(NamedBarrier::kConsumer0Turn), kTurnThreads);  // consumer 0 starts
+        pass_turn();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, 0);
     load_q_fragments();
 
@@ -334,10 +344,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     {  // iteration 0: no P.V yet
         ptx::mbarrier_wait_parity(&ss.k_full[0], 0);
         const float scale_log2 = tile_scale_log2(0);
-        ptx::bar_sync(my_turn, kTurnThreads);
+        take_turn();
         ptx::wgmma_fence();
         issue_qk(0);
-        ptx::bar_arrive(your_turn, kTurnThreads);
+        pass_turn();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(s);
         release(&ss.k_empty[0]);
@@ -352,7 +362,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
-        ptx::bar_sync(my_turn, kTurnThreads);
+        take_turn();
         ptx::wgmma_fence();
         issue_qk(stage);
         wait_v(prev_stage, prev_phase);
@@ -362,7 +372,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_fence();
         issue_pv(prev_stage);
         ptx::wgmma_commit_group();
-        ptx::bar_arrive(your_turn, kTurnThreads);
+        pass_turn();
 
         ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
         ptx::fence_registers(s);
@@ -407,7 +417,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
     }
     if (consumer_index == 0)
-        ptx::bar_sync(my_turn, kTurnThreads);  // takes consumer 1's last hand-over, so none is left pending
+        take_turn();  // takes consumer 1's last hand-over, so none is left pending
 
     // Epilogue: O / rowsum (times the fp8 V descale and O's unit), bf16, straight from registers.
     const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);

@@ -3,7 +3,7 @@
 //   block_exponents:  each block's own exponent (all-zero blocks marked kZeroBlock);
 //   finish_exponents: per (batch, head), the span floor and the zero blocks' exponent, in place;
 //   encode_blocks:    the codes, transforming each row again.
-// The transform runs in float64 with the butterflies of the numpy model (flashprefill.prepare.transform) in the
+// The transform runs in float32 with the butterflies of the numpy model (flashprefill.prepare.transform) in the
 // same order, so codes and exponents are bit-identical to flashprefill.fp8.quantize_blocks of its result.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -11,6 +11,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "backend.h"
 #include "device.h"
@@ -74,29 +76,105 @@ struct RowLayout {
     }
 };
 
-// y = H diag(signs) (x - subtract) of one row, rounded to float32 (see the header); steps without their pointer
-// are skipped.
-template <int kDim>
-__device__ __forceinline__ void transform_row(const QuantizeArgs &a, int batch, int token, int head, int lane,
-                                              float (&y)[RowLayout<kDim>::kSlots])
+// c consecutive values from p as floats (bf16 widened exactly), with one vector load where c allows.
+template <int kCount, class T>
+__device__ __forceinline__ void load_chunk(const T *p, float *out)
+{
+    constexpr int kBytes = kCount * static_cast<int>(sizeof(T));
+    static_assert(kBytes % 2 == 0 && kBytes <= 32, "chunk size");
+    if constexpr (kBytes == 32) {
+        load_chunk<kCount / 2>(p, out);
+        load_chunk<kCount / 2>(p + kCount / 2, out + kCount / 2);
+    } else {
+        using Vec = typename std::conditional<kBytes == 16, uint4, typename std::conditional<kBytes == 8, uint2,
+                    typename std::conditional<kBytes == 4, uint32_t, uint16_t>::type>::type>::type;
+        const Vec raw = *reinterpret_cast<const Vec *>(p);
+        const T *values = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+            if constexpr (std::is_same<T, float>::value)
+                out[i] = values[i];
+            else
+                out[i] = __bfloat162float(values[i]);
+        }
+    }
+}
+
+// c e4m3 codes to p, with one store.
+template <int kCount>
+__device__ __forceinline__ void store_codes(uint8_t *p, const uint8_t *codes)
+{
+    using Vec = typename std::conditional<kCount == 8, uint2, typename std::conditional<kCount == 4, uint32_t,
+                typename std::conditional<kCount == 2, uint16_t, uint8_t>::type>::type>::type;
+    Vec packed;
+    memcpy(&packed, codes, kCount);
+    *reinterpret_cast<Vec *>(p) = packed;
+}
+
+// This lane's slots of one row of codes, part by part.
+template <int kDim, int kFirstSlot>
+__device__ __forceinline__ void store_parts(uint8_t *row, int lane, const uint8_t *codes)
 {
     using L = RowLayout<kDim>;
-    double v[L::kSlots];
-    const int64_t row = batch * a.x_stride_batch + token * a.x_stride_seq + head * a.x_stride_head;
-#pragma unroll
-    for (int j = 0; j < L::kSlots; ++j) {
-        const int i = L::element(j, lane);
-        v[j] = a.x_fp32 ? static_cast<const float *>(a.x)[row + i]
-                        : __bfloat162float(static_cast<const __nv_bfloat16 *>(a.x)[row + i]);
-        if (a.subtract != nullptr)
-            v[j] -= a.subtract[(static_cast<int64_t>(batch) * a.heads + head) * kDim + i];
+    if constexpr (kFirstSlot < L::kSlots) {
+        constexpr int kPerLane = L::part_size(kFirstSlot) / 32;
+        store_codes<kPerLane>(row + L::element(kFirstSlot, lane), codes + kFirstSlot);
+        store_parts<kDim, kFirstSlot + kPerLane>(row, lane, codes);
     }
-    if (a.signs != nullptr) {
+}
+
+// y = H diag(signs) (x - subtract) of token rows of one (batch, head), in float32 with the butterflies of the
+// numpy model (prepare.transform) in its order. A missing subtract subtracts 0 (exact); without signs, no H.
+template <int kDim>
+struct RowTransform {
+    using L = RowLayout<kDim>;
+    float sign[L::kSlots], shift[L::kSlots];
+    bool rotate;
+
+    __device__ __forceinline__ RowTransform(const QuantizeArgs &a, int batch, int head, int lane)
+        : rotate(a.signs != nullptr)
+    {
+        const int64_t mean = (static_cast<int64_t>(batch) * a.heads + head) * kDim;
+#pragma unroll
+        for (int j = 0; j < L::kSlots; ++j) {
+            sign[j] = rotate ? a.signs[L::element(j, lane)] : 1.0f;
+            shift[j] = a.subtract != nullptr ? a.subtract[mean + L::element(j, lane)] : 0.0f;
+        }
+    }
+
+    // This lane's slots of row `token`, as floats.
+    __device__ __forceinline__ static void load(const QuantizeArgs &a, int batch, int token, int head, int lane,
+                                                float (&y)[L::kSlots])
+    {
+        const int64_t row = batch * a.x_stride_batch + token * a.x_stride_seq + head * a.x_stride_head;
+        load_parts<0>(a, row, lane, y);
+    }
+
+    template <int kFirstSlot>
+    __device__ __forceinline__ static void load_parts(const QuantizeArgs &a, int64_t row, int lane,
+                                                      float (&y)[L::kSlots])
+    {
+        if constexpr (kFirstSlot < L::kSlots) {
+            constexpr int kPerLane = L::part_size(kFirstSlot) / 32;
+            const int64_t first = row + L::element(kFirstSlot, lane);
+            if (a.x_fp32)
+                load_chunk<kPerLane>(static_cast<const float *>(a.x) + first, y + kFirstSlot);
+            else
+                load_chunk<kPerLane>(static_cast<const __nv_bfloat16 *>(a.x) + first, y + kFirstSlot);
+            load_parts<kFirstSlot + kPerLane>(a, row, lane, y);
+        }
+    }
+
+    __device__ __forceinline__ void apply(int lane, float (&y)[L::kSlots]) const
+    {
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j)
-            v[j] *= a.signs[L::element(j, lane)];
+            y[j] = (y[j] - shift[j]) * sign[j];
+        if (!rotate)
+            return;
         // Per part of n elements: butterflies (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, ...,
-        // n / 2 (Sylvester order), within a lane while h < n / 32, then across lanes; then times 1 / sqrt(n).
+        // n / 2 (Sylvester order), within a lane while h < n / 32, then across lanes; then times 1 / sqrt(n)
+        // rounded to float.
 #pragma unroll
         for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / 32) {
             const int per_lane = L::part_size(j0) / 32;
@@ -105,27 +183,24 @@ __device__ __forceinline__ void transform_row(const QuantizeArgs &a, int batch, 
 #pragma unroll
                 for (int j = 0; j < per_lane; ++j)
                     if ((j & h) == 0) {
-                        const double lo = v[j0 + j], hi = v[j0 + j + h];
-                        v[j0 + j] = lo + hi;
-                        v[j0 + j + h] = lo - hi;
+                        const float lo = y[j0 + j], hi = y[j0 + j + h];
+                        y[j0 + j] = lo + hi;
+                        y[j0 + j + h] = lo - hi;
                     }
 #pragma unroll
             for (int d = 1; d < 32; d *= 2)
 #pragma unroll
                 for (int j = 0; j < per_lane; ++j) {
-                    const double other = __shfl_xor_sync(kFullWarp, v[j0 + j], d);
-                    v[j0 + j] = (lane & d) ? other - v[j0 + j] : v[j0 + j] + other;
+                    const float other = __shfl_xor_sync(kFullWarp, y[j0 + j], d);
+                    y[j0 + j] = (lane & d) ? other - y[j0 + j] : y[j0 + j] + other;
                 }
-            const double norm = 1.0 / sqrt(static_cast<double>(L::part_size(j0)));
+            const float norm = static_cast<float>(1.0 / sqrt(static_cast<double>(L::part_size(j0))));
 #pragma unroll
             for (int j = 0; j < per_lane; ++j)
-                v[j0 + j] *= norm;
+                y[j0 + j] = __fmul_rn(y[j0 + j], norm);
         }
     }
-#pragma unroll
-    for (int j = 0; j < L::kSlots; ++j)
-        y[j] = static_cast<float>(v[j]);
-}
+};
 
 __device__ __forceinline__ int first_token(const QuantizeArgs &a) { return blockIdx.x * a.block_tokens; }
 __device__ __forceinline__ int end_token(const QuantizeArgs &a)
@@ -137,6 +212,29 @@ __device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
     return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
 }
 
+// Each warp's rows of this CTA's block, two at a time (both rows' loads in flight before either is
+// transformed): f(token, y) for each, y this lane's transformed slots.
+template <int kDim, class F>
+__device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
+{
+    using L = RowLayout<kDim>;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, lane);
+    for (int token = first_token(a) + warp; token < end_token(a); token += 2 * kWarps) {
+        const int second = token + kWarps;
+        float y0[L::kSlots], y1[L::kSlots];
+        RowTransform<kDim>::load(a, blockIdx.z, token, blockIdx.y, lane, y0);
+        if (second < end_token(a))
+            RowTransform<kDim>::load(a, blockIdx.z, second, blockIdx.y, lane, y1);
+        transform.apply(lane, y0);
+        f(token, y0);
+        if (second < end_token(a)) {
+            transform.apply(lane, y1);
+            f(second, y1);
+        }
+    }
+}
+
 // Grid (blocks, heads, batch): the smallest e with max |y| <= 448 * 2^e, clamped to [-127, 127]; 0 where the
 // block holds inf or NaN; kZeroBlock where it is all zeros.
 template <int kDim>
@@ -145,15 +243,13 @@ __global__ void __launch_bounds__(kThreads) block_exponents(const __grid_constan
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float amax = 0.0f;
     bool nonfinite = false;
-    for (int token = first_token(a) + warp; token < end_token(a); token += kWarps) {
-        float y[RowLayout<kDim>::kSlots];
-        transform_row<kDim>(a, blockIdx.z, token, blockIdx.y, lane, y);
+    for_each_row<kDim>(a, [&](int, const float (&y)[RowLayout<kDim>::kSlots]) {
 #pragma unroll
         for (int j = 0; j < RowLayout<kDim>::kSlots; ++j) {
             nonfinite |= !isfinite(y[j]);
             amax = isfinite(y[j]) ? fmaxf(amax, fabsf(y[j])) : amax;
         }
-    }
+    });
     for (int d = 16; d > 0; d /= 2)
         amax = fmaxf(amax, __shfl_xor_sync(kFullWarp, amax, d));
     nonfinite = __any_sync(kFullWarp, nonfinite);
@@ -201,23 +297,23 @@ __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_consta
         e[b] = static_cast<int8_t>(e[b] == kZeroBlock ? top : max(static_cast<int>(e[b]), top - kExponentSpan));
 }
 
-// Grid (blocks, heads, batch): codes = e4m3(y / 2^e), round to nearest even, saturating at 448.
+// Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
+// it rounds once), round to nearest even, saturating at 448.
 template <int kDim>
 __global__ void __launch_bounds__(kThreads) encode_blocks(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const double scale = ldexp(1.0, -static_cast<int>(*exponent_of_block(a)));
-    for (int token = first_token(a) + warp; token < end_token(a); token += kWarps) {
-        float y[L::kSlots];
-        transform_row<kDim>(a, blockIdx.z, token, blockIdx.y, lane, y);
-        uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
-                       blockIdx.y * a.codes_stride_head;
+    const int lane = threadIdx.x % 32;
+    const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
+    for_each_row<kDim>(a, [&](int token, const float (&y)[L::kSlots]) {
+        uint8_t codes[L::kSlots];
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j)
-            row[L::element(j, lane)] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(
-                static_cast<float>(static_cast<double>(y[j]) * scale), __NV_SATFINITE, __NV_E4M3));
-    }
+            codes[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(y[j], scale), __NV_SATFINITE, __NV_E4M3));
+        uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
+                       blockIdx.y * a.codes_stride_head;
+        store_parts<kDim, 0>(row, lane, codes);
+    });
 }
 
 template <int kDim>

@@ -3,9 +3,13 @@ end (quantization included), for flashprefill and its peers on the same inputs.
 
     python tools/accuracy.py [--out DIR] [--seq 4096]
 
-Input distributions (q, k, v drawn in float32, then rounded to bf16 or quantized to fp8 with FA3-style
-per-(batch, kv-head) descales; one more row quantizes after flashprefill's exact Hadamard rotation of q and k): "normal" N(0, 1); "outlier" four channels of q and k 20x larger and a shared
-key offset of 3. fp8 rows also give the kernel-only error against float64 attention of the dequantized inputs.
+Input distributions (q, k, v drawn in float32): "normal" N(0, 1); "outlier" four channels of q and k 20x larger
+and a shared key offset of 3; "rope" uneven channel scales (lognormal per rotary pair, sd 1 nat), a key offset
+along the largest pairs, then rotary position embedding (base 10000), as LLM queries and keys look.
+The peers get bf16 roundings or FA3-style fp8 codes with per-(batch, kv-head) descales; flashprefill's own
+preparations quantize the float32 inputs: the exact Hadamard rotation of q and k (per-head factors, or the GPU
+quantizer's per-block scales, with and without K smoothing). The peers' fp8 rows also give the kernel-only error
+against float64 attention of the dequantized inputs; "input rounding floor" is that float64 attention's own error.
 Writes DIR/accuracy.json and prints a table.
 """
 import argparse
@@ -31,7 +35,22 @@ def make(dist, seq, seed):
         q[..., :4] *= 20
         k[..., :4] *= 20
         k += 3.0
+    if dist == "rope":
+        pair_scale = torch.exp(torch.randn(DIM // 2, generator=g, device="cuda"))
+        scale = pair_scale.repeat_interleave(2)
+        q, k = q * scale, k * scale + 2.0 * scale * (scale > scale.median())
+        q, k = rope(q), rope(k)
     return q, k, v
+
+
+def rope(x):
+    """Rotary position embedding over (batch, seq, heads, dim): pair (2i, 2i+1) at position t turned by
+    t * 10000^(-2i/dim)."""
+    seq, dim = x.shape[1], x.shape[-1]
+    angle = torch.arange(seq, device="cuda")[:, None] * 10000.0 ** (-torch.arange(0, dim, 2, device="cuda") / dim)
+    cos, sin = angle.cos()[None, :, None, :], angle.sin()[None, :, None, :]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).reshape(x.shape)
 
 
 def quantize(x):
@@ -69,7 +88,7 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     args = ap.parse_args()
     rows = []
-    for dist in ("normal", "outlier"):
+    for dist in ("normal", "outlier", "rope"):
         q, k, v = make(dist, args.seq, seed=7)
         exact = reference(q, k, v)
         (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = quantize(q), quantize(k), quantize(v)
@@ -90,17 +109,20 @@ def main():
             if peer.startswith("FA2") or peer.startswith("cuDNN bf16"):
                 out = out.transpose(1, 2)
             row = {"dist": dist, "peer": peer, "dtype": dtype, "end_to_end": rel_l2(out, exact)}
-            if dtype == "fp8":
+            if peer in ("flashprefill fp8", "FA3 fp8"):  # the others quantize the inputs their own way
                 row["kernel_only"] = rel_l2(out, dequantized)
             rows.append(row)
         rows.append({"dist": dist, "peer": "input rounding floor (fp8, float64 attention)", "dtype": "fp8",
                      "end_to_end": rel_l2(dequantized, exact)})
-        # the exact rotation before quantizing (flashprefill.quantize_qkv), same kernel and factor layout
+        # flashprefill's preparations of the float32 inputs (fp.quantize_qkv)
         import flashprefill as fp
-        prepared = fp.quantize_qkv(q, k, v, rotate=True)
-        out = fp.attention(**prepared, causal=True)
-        rows.append({"dist": dist, "peer": "flashprefill fp8 + Hadamard rotation", "dtype": "fp8",
-                     "end_to_end": rel_l2(out, exact)})
+        for name, options in (("rotation, per-head factors", dict()),
+                              ("rotation, per-block (GPU quantizer)", dict(per_block=128)),
+                              ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True)),
+                              ("per-block, no rotation", dict(per_block=128, rotate=False))):
+            out = fp.attention(**fp.quantize_qkv(q, k, v, **options), causal=True)
+            rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
+                         "end_to_end": rel_l2(out, exact)})
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "accuracy.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "seq": args.seq, "heads": [HEADS_Q, HEADS_KV],
@@ -108,10 +130,10 @@ def main():
     print(f"relative L2 vs float64, causal, S={args.seq}, {HEADS_Q}/{HEADS_KV} heads, hd{DIM}")
     for r in rows:
         if "unavailable" in r:
-            print(f"  {r['dist']:8s} {r['peer']:48s} unavailable: {r['unavailable'][:60]}")
+            print(f"  {r['dist']:8s} {r['peer']:52s} unavailable: {r['unavailable'][:60]}")
         else:
             extra = f"  kernel-only {r['kernel_only']:.3e}" if "kernel_only" in r else ""
-            print(f"  {r['dist']:8s} {r['peer']:48s} {r['end_to_end']:.3e}{extra}")
+            print(f"  {r['dist']:8s} {r['peer']:52s} {r['end_to_end']:.3e}{extra}")
 
 
 if __name__ == "__main__":

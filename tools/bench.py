@@ -137,7 +137,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
+    ap.add_argument("--ablation", action="store_true", help="the FP8 ablation instead (tools/ablation.py)")
     args = ap.parse_args()
+    if args.ablation:
+        import ablation
+        ablation.main(["--out", args.out, "--rounds", str(args.rounds), "--launches", str(args.launches)])
+        return
     shapes = [s for s in SHAPES if "16k" in s[0]] if args.quick else SHAPES
     device = torch.cuda.get_device_name()
     results = [bench_shape(s, args.rounds, args.launches) for s in shapes]

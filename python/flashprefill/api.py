@@ -71,6 +71,27 @@ def _release(keep):
         tensor.release()
 
 
+@contextlib.contextmanager
+def _library_call(like, name, stream):
+    """(library, device, stream handle, keep) for one call on the device of `like` (named `name`), that device
+    current meanwhile; the arrays imported into `keep` are released on exit."""
+    library = _lib.lib(_arrays.backend_of(like, name))
+    device = _arrays.device_of(like, name)
+    handle = _arrays.resolve_stream(stream, like, device)
+    keep = []
+    with _arrays.on_device(like, device):
+        try:
+            yield library, device, handle, keep
+        finally:
+            _release(keep)
+
+
+def _check_same_device(keep, device, name):
+    for tensor in keep:
+        if tensor.device != device:
+            raise ValueError(f"every array must be on {name}'s device {device}; one is on device {tensor.device}")
+
+
 def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales):
     """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v = problem
@@ -113,12 +134,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED),
     TypeError / ValueError for arrays the library cannot take at all.
     """
-    library = _lib.lib(_arrays.backend_of(q, "q"))
-    device = _arrays.device_of(q, "q")
-    handle = _arrays.resolve_stream(stream, q, device)
-    keep = []
-    with _arrays.on_device(q, device), contextlib.ExitStack() as scope:
-        scope.callback(_release, keep)
+    with _library_call(q, "q", stream) as (library, device, handle, keep):
         qt, kt, vt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
         problem = _problem(qt, kt, vt)
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
@@ -130,9 +146,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
                              f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
         lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
         lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
-        for tensor in keep:
-            if tensor.device != device:
-                raise ValueError(f"every array must be on q's device {device}; one is on device {tensor.device}")
+        _check_same_device(keep, device, "q")
         descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
         params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales)
         _check(library.flashprefill_forward(ctypes.byref(params), handle), library)
@@ -179,12 +193,7 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponen
     Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block). Enqueued on `stream`
     (default: the current stream of x's library).
     """
-    library = _lib.lib(_arrays.backend_of(x, "x"))
-    device = _arrays.device_of(x, "x")
-    handle = _arrays.resolve_stream(stream, x, device)
-    keep = []
-    with _arrays.on_device(x, device), contextlib.ExitStack() as scope:
-        scope.callback(_release, keep)
+    with _library_call(x, "x", stream) as (library, device, handle, keep):
         xt = _adapt(x, "x", handle, keep)
         if len(xt.shape) != 4:
             raise ValueError(f"x must be 4-d (batch, seq, heads, dim), got shape {xt.shape}")
@@ -214,9 +223,7 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponen
                 raise ValueError(f"{name} must be a contiguous float32 array of shape {shape}, got {tensor.dtype} "
                                  f"{tensor.shape} with strides {tensor.strides}")
             extra[name] = tensor.ptr
-        for tensor in keep:
-            if tensor.device != device:
-                raise ValueError(f"every array must be on x's device {device}; one is on device {tensor.device}")
+        _check_same_device(keep, device, "x")
         params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=seqlen, heads=heads,
                                 dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], **extra)
         for prefix, strides in (("x", xt.strides), ("codes", ct.strides)):

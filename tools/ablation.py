@@ -1,0 +1,124 @@
+"""The FP8 ideas one at a time (issue #4's ablation): each switched off against the full kernel, speed and error
+side by side in one process with FlashAttention-3 fp8.
+
+    python tools/ablation.py [--out DIR] [--rounds 5]      (or python tools/bench.py --ablation)
+
+Variants (fp8, hd128 causal):
+  full            the library: exp-free probabilities, ping-pong, FA3-style per-(batch, kv head) factors
+  exp-free off    build/ablation/expfree: probabilities by MUFU ex2 + cvt to e4m3  (`make ablation`)
+  ping-pong off   build/ablation/pingpong: the two consumer warpgroups issue without taking turns
+  block scales    per-block power-of-two scales (128 tokens), inputs quantized beforehand
+  + rotation      q and k rotated and quantized per block by the GPU quantizer inside every timed call
+Speed: 32/8 heads at 16k tokens (median TFLOP/s, spread of round medians). Error: end to end from float32
+inputs against float64 attention, 4096 tokens, 8/2 heads, N(0,1) and outlier-channel inputs (accuracy.py).
+Writes DIR/ablation.json and DIR/ablation.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accuracy  # noqa: E402
+import bench  # noqa: E402
+import flashprefill as fp  # noqa: E402
+from flashprefill import _lib, prepare  # noqa: E402
+from peers import PEERS  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPE = ("hd128 32/8 16k", 1, 16384, 32, 8, 128, 128)
+
+
+def use_library(path):
+    """Point flashprefill at the library at `path` (None: the default build) for the calls that follow."""
+    if path is None:
+        os.environ.pop("FLASHPREFILL_LIBRARY", None)
+    else:
+        os.environ["FLASHPREFILL_LIBRARY"] = path
+    _lib.lib.cache_clear()
+
+
+def variants():
+    """(name, library path or None, setup(inputs) -> run()) of each row."""
+    ablated = lambda name: os.path.join(ROOT, "build", "ablation", name, "libflashprefill.so")
+    return [("full", None, PEERS["flashprefill fp8"][1]),
+            ("exp-free off", ablated("expfree"), PEERS["flashprefill fp8"][1]),
+            ("ping-pong off", ablated("pingpong"), PEERS["flashprefill fp8"][1]),
+            ("block scales", None, PEERS["flashprefill fp8 blocks"][1]),
+            ("block scales + rotation, quantizer timed", None, PEERS["flashprefill fp8 + quantizer"][1]),
+            ("FA3 fp8", None, PEERS["FA3 fp8"][1])]
+
+
+def speed(rounds, launches):
+    _, batch, seq, hq, hkv, dqk, dv = SHAPE
+    flops = batch * hq * seq * seq * (dqk + dv)
+    x = bench.make_inputs(batch, seq, hq, hkv, dqk, dv, seed=0)
+    runs = {}
+    for name, path, setup in variants():
+        use_library(path)
+        runs[name] = (path, setup(x))
+        runs[name][1]()
+    torch.cuda.synchronize()
+    per_round = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (path, run) in runs.items():
+            use_library(path)
+            per_round[name].append(statistics.median(bench.time_launches(run, launches)))
+    use_library(None)
+    return {name: {"tflops": flops / statistics.median(ms) / 1e9, "spread": (max(ms) - min(ms)) / statistics.median(ms),
+                   "round_medians_ms": ms} for name, ms in per_round.items()}
+
+
+def error(name, path, dist):
+    """End-to-end relative L2 of one variant on accuracy.py's inputs."""
+    q, k, v = accuracy.make(dist, 4096, seed=7)
+    exact = accuracy.reference(q, k, v)
+    use_library(path)
+    try:
+        if name.startswith("block scales + rotation"):
+            out = fp.attention(**fp.quantize_qkv(q, k, v, per_block=128), causal=True)
+        elif name.startswith("block scales"):
+            out = fp.attention(**fp.quantize_qkv(q, k, v, per_block=128, rotate=False), causal=True)
+        else:
+            (q8, qd, _), (k8, kd, _), (v8, vd, _) = (accuracy.quantize(t) for t in (q, k, v))
+            x = {"q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd, "q": q, "k": k, "v": v}
+            out = PEERS["FA3 fp8" if name == "FA3 fp8" else "flashprefill fp8"][1](x)()
+            out = out[0] if isinstance(out, tuple) else out
+    finally:
+        use_library(None)
+    return accuracy.rel_l2(out, exact)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=10)
+    args = ap.parse_args(argv)
+    missing = [path for _, path, _ in variants() if path is not None and not os.path.isfile(path)]
+    if missing:
+        sys.exit(f"ablation builds missing ({', '.join(missing)}): run `make ablation` first")
+    rows = speed(args.rounds, args.launches)
+    for name, path, _ in variants():
+        for dist in ("normal", "outlier"):
+            rows[name][f"error_{dist}"] = error(name, path, dist)
+    fa3 = rows["FA3 fp8"]["tflops"]
+    lines = [f"FP8 ablation, {SHAPE[0]} causal, {torch.cuda.get_device_name()}: TFLOP/s (median ± spread of round "
+             "medians), ratio to FA3 fp8 in the same run; relative L2 end to end at 4096 tokens", "",
+             "| variant | TFLOP/s | / FA3 | error N(0,1) | error outliers |", "|---|---|---|---|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['tflops']:.0f} ±{100 * r['spread']:.0f}% | {r['tflops'] / fa3:.2f} | "
+                     f"{r['error_normal']:.2e} | {r['error_outlier']:.2e} |")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "ablation.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "shape": SHAPE, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "ablation.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
