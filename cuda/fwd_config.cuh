@@ -35,13 +35,17 @@ struct InputType<FLASHPREFILL_DTYPE_FP8_E4M3> {
     static constexpr int kPOffsetLog2 = 8;
 };
 
-template <flashprefill_dtype kDtype, int kDim>
+// The most dynamic shared memory one block may have on sm_90 (227 KiB); the launcher adds 1024 bytes of
+// alignment slack.
+constexpr int kMaxSharedBytes = 232448;
+
+template <flashprefill_dtype kDtype, int kDimQk, int kDimV>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;
 
-    static constexpr int kHeadDim = kDim;   // dim_qk
-    static constexpr int kHeadDimV = kDim;  // dim_v
+    static constexpr int kHeadDimQk = kDimQk;
+    static constexpr int kHeadDimV = kDimV;
     // 128 query rows per CTA, 64 per consumer warpgroup (the M of one wgmma); 128 keys per KV tile: the
     // S accumulator (64 fp32 per thread) plus O (64) plus P fit the consumers' 232 registers.
     static constexpr int kBlockM = 128;
@@ -52,27 +56,43 @@ struct FwdConfig {
     // each V tile (fp8_transpose.cuh), all four of its warps, so the transpose keeps pace with P.V.
     static constexpr int kProducerWarpgroups = kIsFp8 ? 2 : 1;
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
-    // Stages of K and V in flight: three, so a tile is loaded two iterations ahead of its use (bf16: Q and
-    // 3 x 64 KiB fill the 227 KiB of shared memory; fp8 also waits for each V tile's transpose).
-    static constexpr int kStages = 3;
+    static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
+    static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
+    static constexpr int kTileVBytes = kBlockN * kDimV * Input::kBytes;
+    // Stages of K and V in flight: three where they fit, so a tile is loaded two iterations ahead of its use
+    // (hd128 bf16: Q and 3 x 64 KiB fill the 227 KiB; fp8 also waits for each V tile's transpose, whose copy
+    // takes another tile per stage). bf16 with dim_qk 192 needs 288 KiB for three, so it has two (208 KiB),
+    // as FlashAttention-3 does for that shape. Beyond the tiles: fp8's ones column (1 KiB), the barriers and
+    // descale slots (under 1 KiB, the storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
+    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + (kIsFp8 ? 2 : 1) * kTileVBytes) +
+                                               (kIsFp8 ? 1024 : 0) + 2048 <=
+                                           kMaxSharedBytes
+                                       ? 3
+                                       : 2;
     // setmaxnreg: producers need few registers; the consumers hold S (64), O (64), P (bf16 32, fp8 16),
-    // Q (bf16 32, fp8 16) and addresses.
+    // Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24 at 192) and addresses.
     // bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole register file).
+    // Q is held in registers as the A operand of S = Q K^T where it costs at most 32 of them (dim_qk * bytes
+    // / 8 per thread); bf16 at dim_qk 192 would need 48 and spill, so there S reads Q from shared memory.
+    static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= 256;
     static constexpr int kProducerRegs = 40;
     static constexpr int kConsumerRegs = kIsFp8 ? 216 : 232;
 
-    // 128-byte swizzle everywhere: a tile row of 128 bytes is one swizzle atom row.
-    static constexpr int kSwizzleBytes = 128;
-    static constexpr int kAtomCols = kSwizzleBytes / Input::kBytes;  // elements per 128-byte row
-    static constexpr int kDimChunks = kHeadDim / kAtomCols;            // 128-byte column chunks per row
+    // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q
+    // and K in 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 192 bytes
+    // = 3 x 64); V always 128.
+    static constexpr int kSwizzleQk = kDimQk * Input::kBytes % 128 == 0 ? 128 : 64;
+    static constexpr int kSwizzleV = 128;
+    static constexpr int kAtomColsQk = kSwizzleQk / Input::kBytes;  // elements per chunk row
+    static constexpr int kAtomColsV = kSwizzleV / Input::kBytes;
+    static constexpr int kQkChunks = kDimQk / kAtomColsQk;
+    static constexpr int kVChunks = kDimV / kAtomColsV;
 
-    static constexpr int kTileQBytes = kBlockM * kHeadDim * Input::kBytes;
-    static constexpr int kTileKBytes = kBlockN * kHeadDim * Input::kBytes;
-    static constexpr int kTileVBytes = kBlockN * kHeadDimV * Input::kBytes;
-
-    static_assert(kHeadDim % kAtomCols == 0, "head dim must fill whole 128-byte swizzle rows");
-    static_assert(kHeadDim % Input::kMmaK == 0 && kBlockN % Input::kMmaK == 0, "K steps must tile");
-    static_assert(kBlockN == 128 && kHeadDimV == 128, "the m64n128 wgmma helpers fix N at 128");
+    static_assert(kDimQk % kAtomColsQk == 0 && kDimV % kAtomColsV == 0, "dims must fill whole swizzle rows");
+    static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % Input::kMmaK == 0, "K steps must tile");
+    static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
+    static_assert(kBlockN == 128 && kDimV == 128, "the m64n128 wgmma helpers fix N at 128");
+    static_assert(kQInRegisters || !kIsFp8, "S = Q K^T from shared memory exists for bf16 only");
     static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <= 65536,
                   "register file");
 };
@@ -101,9 +121,6 @@ struct alignas(1024) FwdSharedStorage {
     uint64_t v_empty[Config::kStages];
 };
 
-// The most dynamic shared memory one block may have on sm_90 (227 KiB); the launcher adds 1024 bytes of
-// alignment slack.
-constexpr int kMaxSharedBytes = 232448;
 template <class Config>
 constexpr bool fits_shared_memory = sizeof(FwdSharedStorage<Config>) + 1024 <= kMaxSharedBytes;
 
@@ -113,23 +130,36 @@ enum class NamedBarrier : uint32_t {
     kConsumer1Turn = 2,
 };
 
-// A wgmma shared-memory matrix descriptor (PTX ISA 9.7.15.5.1) for a 128-byte-swizzled operand.
-//   K-major (rows of 128 bytes along K):   lbo unused, sbo = 1024 (next group of 8 rows).
-//   MN-major (rows of 128 bytes along MN): lbo = bytes to the next 128-byte column chunk of MN,
-//                                          sbo = 1024 (next group of 8 rows along K).
+// A wgmma shared-memory matrix descriptor (PTX ISA 9.7.15.5.1) for an operand in rows of kSwizzle (128 or 64)
+// bytes, swizzled as TMA's SWIZZLE_128B / _64B store them:
+//   K-major (rows along K):   lbo unused, sbo = 8 rows (the next group of 8 rows).
+//   MN-major (rows along MN): lbo = bytes to the next column chunk of MN, sbo = 8 rows along K.
+template <int kSwizzle>
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_bytes)
+{
+    static_assert(kSwizzle == 128 || kSwizzle == 64, "128- or 64-byte swizzle");
+    constexpr uint64_t kSbo = 8 * kSwizzle;
+    constexpr uint64_t kLayout = kSwizzle == 128 ? 1 : 2;  // SWIZZLE_128B, SWIZZLE_64B
+    return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
+           ((kSbo >> 4) << 32) | (kLayout << 62);
+}
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes)
 {
-    constexpr uint64_t kSbo = 1024;
-    constexpr uint64_t kSwizzle128 = 1;
-    return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
-           ((kSbo >> 4) << 32) | (kSwizzle128 << 62);
+    return wgmma_desc<128>(smem_addr, lbo_bytes);
 }
 
-// Byte offset of (row, byte column) in a 128-byte-swizzled tile of 128-byte rows (TMA SWIZZLE_128B):
-// 16-byte chunk c of row r lives at chunk c ^ (r % 8).
+// Byte offset of (row, byte column) in a tile of kSwizzle-byte rows as TMA swizzles it: address bits 4-6 (128)
+// or 4-5 (64) take the XOR of bits 7-9 / 7-8, so 16-byte chunk c of row r lives at c ^ (r % 8) (128) or
+// c ^ (r / 2 % 4) (64).
+template <int kSwizzle>
+__device__ __forceinline__ uint32_t swizzle_offset(uint32_t row, uint32_t byte_col)
+{
+    constexpr uint32_t kChunks = kSwizzle / 16, kRowsPerLine = 128 / kSwizzle;
+    return row * kSwizzle + ((((byte_col >> 4) ^ (row / kRowsPerLine)) & (kChunks - 1)) << 4) + (byte_col & 15);
+}
 __device__ __forceinline__ uint32_t sw128_offset(uint32_t row, uint32_t byte_col)
 {
-    return row * 128 + ((((byte_col >> 4) ^ row) & 7) << 4) + (byte_col & 15);
+    return swizzle_offset<128>(row, byte_col);
 }
 
 }  // namespace fp

@@ -41,9 +41,9 @@ struct DescaleArg {
 };
 
 struct FwdArgs {
-    CUtensorMap tm_q;  // (dim, seqlen_q, heads_q, batch), box (128 bytes, kBlockM, 1, 1)
-    CUtensorMap tm_k;  // (dim, seqlen_k, heads_kv, batch), box (128 bytes, kBlockN, 1, 1)
-    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (128 bytes, kBlockN, 1, 1)
+    CUtensorMap tm_q;  // (dim_qk, seqlen_q, heads_q, batch), box (kSwizzleQk bytes, kBlockM, 1, 1)
+    CUtensorMap tm_k;  // (dim_qk, seqlen_k, heads_kv, batch), box (kSwizzleQk bytes, kBlockN, 1, 1)
+    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (kSwizzleV bytes, kBlockN, 1, 1)
     __nv_bfloat16 *out;
     int64_t out_stride_batch, out_stride_seq, out_stride_head;
     float *lse;  // NULL or (batch, heads_q, seqlen_q)
@@ -98,45 +98,54 @@ __device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
     return {end, min(unmasked, partial_from)};
 }
 
+// How a tile is cut into column chunks (a tag for issue_tiles).
+template <int kChunkCount, int kSwizzleBytes>
+struct TileChunks {
+    static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
+};
+
 template <class Config>
 __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
                                          int batch, KvRange range)
 {
-    constexpr int kChunkRowsBytes = 128;  // one 128-byte swizzle row per tile row and chunk
     const int head_kv = head / args.heads_per_kv;
     const uint32_t thread = threadIdx.x % 128;
     // Two issuing lanes of warp 0, so that neither kind of tile waits behind the other's free slot: lane 0
     // loads Q and every K tile (a K slot frees after S), lane 1 every V tile (a V slot frees after P.V).
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
+    // Each tile as column chunks of one swizzle row (kChunks of kSwizzle bytes) per tile row.
     auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles, const CUtensorMap *map,
-                           uint32_t tile_bytes, auto write_descale) {
+                           uint32_t tile_bytes, auto chunks, auto write_descale) {
+        constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
         for (int it = 0; it < range.end; ++it) {
             const int stage = it % Config::kStages;
             const int key0 = (range.end - 1 - it) * Config::kBlockN;
             ptx::mbarrier_wait_parity(&empty[stage], ((it / Config::kStages) & 1) ^ 1);
             write_descale(stage, key0);
             ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
-            for (int c = 0; c < Config::kDimChunks; ++c)
-                ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kChunkRowsBytes, map, &full[stage],
-                                 c * Config::kAtomCols, key0, head_kv, batch);
+            for (int c = 0; c < kChunks; ++c)
+                ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
+                                 c * kSwizzle / Config::Input::kBytes, key0, head_kv, batch);
         }
     };
     if (thread == 0) {
         ptx::prefetch_tensormap(&args.tm_q);
         ptx::prefetch_tensormap(&args.tm_k);
         ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
-        for (int c = 0; c < Config::kDimChunks; ++c)
-            ptx::tma_load_4d(ss.q + c * Config::kBlockM * kChunkRowsBytes, &args.tm_q, &ss.q_full,
-                             c * Config::kAtomCols, m_block * Config::kBlockM, head, batch);
+        for (int c = 0; c < Config::kQkChunks; ++c)
+            ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
+                             c * Config::kAtomColsQk, m_block * Config::kBlockM, head, batch);
         const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
-        issue_tiles(ss.k_empty, ss.k_full, ss.k, &args.tm_k, Config::kTileKBytes, [&](int stage, int key0) {
+        issue_tiles(ss.k_empty, ss.k_full, ss.k, &args.tm_k, Config::kTileKBytes,
+                    TileChunks<Config::kQkChunks, Config::kSwizzleQk>{}, [&](int stage, int key0) {
             if constexpr (Config::kIsFp8)
                 ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
         });
     } else if (thread == 1) {
         ptx::prefetch_tensormap(&args.tm_v);
-        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes, [&](int stage, int key0) {
+        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes,
+                    TileChunks<Config::kVChunks, Config::kSwizzleV>{}, [&](int stage, int key0) {
             if constexpr (Config::kIsFp8)
                 ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
         });
@@ -163,13 +172,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                                          int batch, KvRange range)
 {
     using Input = typename Config::Input;
-    constexpr int kChunkBytes = 128;
     constexpr int kStepBytes = Input::kMmaK * Input::kBytes;        // K bytes per wgmma (32)
-    constexpr int kStepsPerChunk = kChunkBytes / kStepBytes;          // 4
-    constexpr int kQkSteps = Config::kHeadDim / Input::kMmaK;
+    constexpr int kStepsPerChunk = Config::kSwizzleQk / kStepBytes;   // Q, K: 4 (128-byte rows) or 2 (64)
+    constexpr int kQkSteps = Config::kHeadDimQk / Input::kMmaK;
     constexpr int kPvSteps = Config::kBlockN / Input::kMmaK;
     constexpr int kPRegs = 4 * kPvSteps;                              // A fragments of P for one KV tile
-    static_assert(kStepsPerChunk * kStepBytes == kChunkBytes, "wgmma K steps tile a swizzle row");
+    static_assert(kStepsPerChunk * kStepBytes == Config::kSwizzleQk, "wgmma K steps tile a swizzle row");
 
     const int consumer_index = threadIdx.x / 128 - Config::kProducerWarpgroups;
     const uint32_t thread = threadIdx.x % 128, lane = thread % 32, warp = thread / 32;
@@ -210,23 +218,34 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             return 0;
     };
 
-    // Q stays in registers as the A operand of every S = Q K^T: half the shared-memory reads of S.
-    uint32_t q_frag[kQkSteps][4];
+    // Q stays in registers as the A operand of every S = Q K^T where it fits (Config::kQInRegisters): half the
+    // shared-memory reads of S.
+    uint32_t q_frag[Config::kQInRegisters ? kQkSteps : 1][4];
     auto load_q_fragments = [&]() {
+        if constexpr (!Config::kQInRegisters)
+            return;
         // ldmatrix.x4 per K step: matrices (rows 0-7 | 8-15 of this warp's 16) x (bytes 0-15 | 16-31 of the step)
         const uint32_t matrix = lane / 8;
         const uint32_t row = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + 8 * (matrix % 2) + lane % 8;
 #pragma unroll
-        for (int step = 0; step < kQkSteps; ++step) {
+        for (int step = 0; step < (Config::kQInRegisters ? kQkSteps : 0); ++step) {
             const uint32_t chunk = step / kStepsPerChunk;
             const uint32_t byte_col = (step % kStepsPerChunk) * kStepBytes + 16 * (matrix / 2);
-            ptx::ldmatrix_x4(q_frag[step], ptx::smem_addr(ss.q) + chunk * Config::kBlockM * kChunkBytes +
-                                               sw128_offset(row, byte_col));
+            ptx::ldmatrix_x4(q_frag[step], ptx::smem_addr(ss.q) + chunk * Config::kBlockM * Config::kSwizzleQk +
+                                               swizzle_offset<Config::kSwizzleQk>(row, byte_col));
         }
+    };
+    auto q_desc = [&](int step) {  // this warpgroup's 64 rows of Q in shared memory
+        const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
+        return wgmma_desc<Config::kSwizzleQk>(ptx::smem_addr(ss.q) + chunk * Config::kBlockM * Config::kSwizzleQk +
+                                                  consumer_index * Config::kRowsPerWarpgroup * Config::kSwizzleQk +
+                                                  within,
+                                              16);
     };
     auto k_desc = [&](int stage, int step) {
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc_sw128(ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * kChunkBytes + within, 16);
+        return wgmma_desc<Config::kSwizzleQk>(
+            ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * Config::kSwizzleQk + within, 16);
     };
 
     float o[kAccRegs];
@@ -255,8 +274,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16), step > 0);
             } else {
-                const uint64_t desc_v = wgmma_desc_sw128(
-                    ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * kChunkBytes, Config::kBlockN * kChunkBytes);
+                const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * Config::kSwizzleV,
+                                                         Config::kBlockN * Config::kSwizzleV);
                 ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
             }
         }
@@ -273,10 +292,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     auto issue_qk = [&](int stage) {
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
-            if constexpr (Config::kIsFp8)
+            if constexpr (Config::kIsFp8 && Config::kQInRegisters)
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(stage, step), step > 0);
-            else
+            else if constexpr (Config::kQInRegisters)
                 ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(stage, step), step > 0);
+            else
+                ptx::wgmma_m64n128k16_f32_bf16_ss(s, q_desc(step), k_desc(stage, step), step > 0);
         }
         ptx::wgmma_commit_group();
     };

@@ -24,10 +24,10 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
     }
 }
 
-template <flashprefill_dtype kDtype, int kHeadDim>
+template <flashprefill_dtype kDtype, int kDimQk, int kDimV>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
-    using Config = FwdConfig<kDtype, kHeadDim>;
+    using Config = FwdConfig<kDtype, kDimQk, kDimV>;
     static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
     const CUtensorMapDataType type =
         Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -36,14 +36,14 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     FwdArgs args{};
     flashprefill_status s;
     if ((s = encode_tensor_map(&args.tm_q, "q", p->q, type, kBytes, {p->dim_qk, p->seqlen_q, p->heads_q, p->batch},
-                               {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, Config::kAtomCols,
-                               Config::kBlockM)) ||
+                               {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, Config::kAtomColsQk,
+                               Config::kBlockM, Config::kSwizzleQk)) ||
         (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes, {p->dim_qk, p->seqlen_k, p->heads_kv, p->batch},
-                               {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomCols,
-                               Config::kBlockN)) ||
+                               {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomColsQk,
+                               Config::kBlockN, Config::kSwizzleQk)) ||
         (s = encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, {p->dim_v, p->seqlen_k, p->heads_kv, p->batch},
-                               {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomCols,
-                               Config::kBlockN)))
+                               {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomColsV,
+                               Config::kBlockN, Config::kSwizzleV)))
         return s;
     args.out = static_cast<__nv_bfloat16 *>(p->out);
     args.out_stride_batch = p->out_stride_batch;
@@ -89,16 +89,24 @@ constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK);
 // PER_BLOCK: a block may hold several query or KV tiles, never part of one.
-constexpr int kFp8BlockTokensMultiple = FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128>::kBlockN;
-static_assert(kFp8BlockTokensMultiple % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128>::kBlockM == 0, "q tiles too");
+template <int kDimQk, int kDimV>
+constexpr int kFp8BlockTokensMultiple = FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, kDimQk, kDimV>::kBlockN;
+static_assert(kFp8BlockTokensMultiple<128, 128> % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>::kBlockM == 0 &&
+                  kFp8BlockTokensMultiple<192, 128> % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>::kBlockM == 0,
+              "q tiles too");
 
 }  // namespace
 }  // namespace fp
 
+// hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128>},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128>},
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
+    {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
+    {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
+     fp::kFp8BlockTokensMultiple<192, 128>, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

@@ -26,11 +26,13 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
     return encode;
 }
 
-// A 4-d tensor map (dim, seq, heads, batch) with a box of (box_dim, box_seq, 1, 1) and 128-byte swizzle.
+// A 4-d tensor map (dim, seq, heads, batch) with a box of (box_dim, box_seq, 1, 1), swizzled in rows of
+// swizzle_bytes (128 or 64; box_dim elements fill one).
 // Strides of axes of extent 1 are never used; they are replaced so the encoder's checks don't see them.
 inline flashprefill_status encode_tensor_map(CUtensorMap *map, const char *name, const void *data,
                                              CUtensorMapDataType type, int elem_bytes, const int64_t (&extent)[4],
-                                             const int64_t (&stride)[4], uint32_t box_dim, uint32_t box_seq)
+                                             const int64_t (&stride)[4], uint32_t box_dim, uint32_t box_seq,
+                                             int swizzle_bytes)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     if (encode == nullptr)
@@ -47,7 +49,8 @@ inline flashprefill_status encode_tensor_map(CUtensorMap *map, const char *name,
     const cuuint32_t box[4] = {box_dim, box_seq, 1, 1};
     const cuuint32_t element_strides[4] = {1, 1, 1, 1};
     const CUresult r = encode(map, type, 4, const_cast<void *>(data), dims, strides_bytes, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swizzle_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,

@@ -14,7 +14,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
-KERNELS = {"bf16": "flashprefill_dtype1", "fp8": "flashprefill_dtype2"}  # FwdConfig<dtype, 128> in the name
+# The mangled FwdConfig<dtype, dim_qk, dim_v> in each kernel's name.
+KERNELS = {"bf16 hd128": "flashprefill_dtype1ELi128ELi128E", "fp8 hd128": "flashprefill_dtype2ELi128ELi128E",
+           "bf16 qk192_v128": "flashprefill_dtype1ELi192ELi128E", "fp8 qk192_v128": "flashprefill_dtype2ELi192ELi128E"}
+MMA = {"bf16": "HGMMA.64x128x16.F32.BF16", "fp8": "QGMMA.64x128x32.F32.E4M3.E4M3"}
 
 
 def _cuobjdump():
@@ -44,15 +47,16 @@ def sass():
     return functions
 
 
-def _kernel(sass, dtype):
-    matches = [body for name, body in sass.items() if "fwd_kernel" in name and KERNELS[dtype] in name]
-    assert len(matches) == 1, f"expected one {dtype} fwd_kernel, found {len(matches)} in {list(sass)}"
+def _kernel(sass, kernel):
+    matches = [body for name, body in sass.items() if "fwd_kernel" in name and KERNELS[kernel] in name]
+    assert len(matches) == 1, f"expected one {kernel} fwd_kernel, found {len(matches)} in {list(sass)}"
     return matches[0]
 
 
-@pytest.mark.parametrize("dtype, mma", [("bf16", "HGMMA.64x128x16.F32.BF16"), ("fp8", "QGMMA.64x128x32.F32.E4M3.E4M3")])
-def test_tensor_core_instructions(sass, dtype, mma):
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_tensor_core_instructions(sass, dtype):
     body = _kernel(sass, dtype)
+    mma = MMA[dtype.split()[0]]
     assert mma in body, f"{dtype} kernel lacks {mma}"
     assert "HMMA" not in body.replace("HGMMA", ""), f"{dtype} kernel fell back to HMMA"
     assert "UTMALDG" in body, f"{dtype} kernel loads no tile through TMA"

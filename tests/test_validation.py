@@ -44,8 +44,8 @@ def valid_params(in_dtype=DType.BF16, batch=2, seqlen_q=200, seqlen_k=256, heads
     return p
 
 
-def fp8_params(kind=DescaleKind.PER_TENSOR):
-    p = valid_params(DType.FP8_E4M3)
+def fp8_params(kind=DescaleKind.PER_TENSOR, **shape):
+    p = valid_params(DType.FP8_E4M3, **shape)
     for d in (p.q_descale, p.k_descale, p.v_descale):
         d.kind = kind
         if kind == DescaleKind.PER_BLOCK:
@@ -186,6 +186,16 @@ def test_valid_call(lib, make_params):
     status, message = supports(lib, make_params())
     assert status in (Status.SUCCESS, NOT_SUPPORTED), f"{status.name}: {message}"
     assert message == "" if status == Status.SUCCESS else "no kernel of this build handles" in message
+
+
+# What the Hopper library has a kernel for: (dim_qk, dim_v) x (bf16, fp8 with every descale kind).
+@pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
+@pytest.mark.parametrize("make", [lambda **d: valid_params(**d)] +
+                         [lambda kind=kind, **d: fp8_params(kind, **d) for kind in DescaleKind],
+                         ids=["bf16"] + [f"fp8 {kind.name}" for kind in DescaleKind])
+def test_hopper_kernels_exist(lib, make, dims):
+    status, message = supports(lib, make(**dict(zip(("dim_qk", "dim_v"), dims))))
+    assert status == Status.SUCCESS, f"{status.name}: {message}"
 
 
 def test_last_error_cleared_after_success(lib):

@@ -1,7 +1,7 @@
 """Accuracy side by side: relative L2 error against float64 attention of the original (float32) inputs, end to
 end (quantization included), for flashprefill and its peers on the same inputs.
 
-    python tools/accuracy.py [--out DIR] [--seq 4096]
+    python tools/accuracy.py [--out DIR] [--seq 4096] [--shape mla]   (mla: 16/16 heads, dim_qk 192, dim_v 128)
 
 Input distributions (q, k, v drawn in float32): "normal" N(0, 1); "outlier" four channels of q and k 20x larger
 and a shared key offset of 3; "rope" uneven channel scales (lognormal per rotary pair, sd 1 nat), a key offset
@@ -23,14 +23,15 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import PEERS, PeerUnavailable  # noqa: E402
 
-HEADS_Q, HEADS_KV, DIM = 8, 2, 128
+SHAPES = {"hd128": (8, 2, 128, 128), "mla": (16, 16, 192, 128)}  # heads_q, heads_kv, dim_qk, dim_v
+HEADS_Q, HEADS_KV, DIM, DIM_V = SHAPES["hd128"]
 
 
 def make(dist, seq, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(1, seq, HEADS_Q, DIM, generator=g, device="cuda")
     k = torch.randn(1, seq, HEADS_KV, DIM, generator=g, device="cuda")
-    v = torch.randn(1, seq, HEADS_KV, DIM, generator=g, device="cuda")
+    v = torch.randn(1, seq, HEADS_KV, DIM_V, generator=g, device="cuda")
     if dist == "outlier":
         q[..., :4] *= 20
         k[..., :4] *= 20
@@ -65,7 +66,7 @@ def quantize(x):
 
 def reference(q, k, v):
     """Causal float64 attention, (batch, seq, heads, dim), one head at a time."""
-    out = torch.empty(q.shape, dtype=torch.float64, device="cuda")
+    out = torch.empty(q.shape[:3] + v.shape[3:], dtype=torch.float64, device="cuda")
     rep = q.shape[2] // k.shape[2]
     mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool, device="cuda").triu(1)
     for h in range(q.shape[2]):
@@ -86,7 +87,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--shape", choices=SHAPES, default="hd128")
     args = ap.parse_args()
+    global HEADS_Q, HEADS_KV, DIM, DIM_V
+    HEADS_Q, HEADS_KV, DIM, DIM_V = SHAPES[args.shape]
     rows = []
     for dist in ("normal", "outlier", "rope"):
         q, k, v = make(dist, args.seq, seed=7)
@@ -124,10 +128,10 @@ def main():
             rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
                          "end_to_end": rel_l2(out, exact)})
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "accuracy.json"), "w") as f:
+    with open(os.path.join(args.out, f"accuracy{'' if args.shape == 'hd128' else '_' + args.shape}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "seq": args.seq, "heads": [HEADS_Q, HEADS_KV],
-                   "rows": rows}, f, indent=1)
-    print(f"relative L2 vs float64, causal, S={args.seq}, {HEADS_Q}/{HEADS_KV} heads, hd{DIM}")
+                   "dims": [DIM, DIM_V], "rows": rows}, f, indent=1)
+    print(f"relative L2 vs float64, causal, S={args.seq}, {HEADS_Q}/{HEADS_KV} heads, dim_qk {DIM}, dim_v {DIM_V}")
     for r in rows:
         if "unavailable" in r:
             print(f"  {r['dist']:8s} {r['peer']:52s} unavailable: {r['unavailable'][:60]}")
