@@ -16,14 +16,15 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--heads-kv", type=int, default=8)
-    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--dim", type=int, default=128, help="dim_qk")
+    ap.add_argument("--dim-v", type=int, default=None, help="dim_v (default: --dim)")
     ap.add_argument("--no-causal", dest="causal", action="store_false")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--block-tokens", type=int, default=None,
                     help="fp8: per-block power-of-two descales (random exponents in -3..3) instead of factors of 1")
     args = ap.parse_args()
     shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
-             "v": (args.batch, args.seq, args.heads_kv, args.dim)}
+             "v": (args.batch, args.seq, args.heads_kv, args.dim_v or args.dim)}
     x = {name: torch.randn(s, device="cuda") for name, s in shape.items()}
     kwargs = {}
     if args.dtype == "bf16":
