@@ -83,3 +83,26 @@ def test_ptxas_report_clean():
     assert "Compiling entry function" in report, "the ptxas report is empty: was -Xptxas -v dropped?"
     assert not re.search(r"[1-9]\d* bytes (spill|stack frame)", report), report
     assert "serializ" not in report, report
+
+
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
+    """A wgmma with A in registers reads them until the wait that retires it; nothing may write them in between.
+    Checked within straight-line code: from each such wgmma to the next full wait (wait_group 0) or branch.
+    (An attempt to wait for P.V one iteration later let ptxas put softmax temporaries in P's registers while
+    the P.V still read them: NaN on the GPU, caught here too.)"""
+    lines = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s+", "", line.split(";")[0]) for line in _kernel(sass, dtype).splitlines()
+             if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    races = []
+    for i, line in enumerate(lines):
+        match = re.match(r"(?:@!?P\d\s+)?[QH]GMMA\.\S+\s+R\d+,\s+R(\d+),", line)
+        if not match:
+            continue
+        a_registers = {f"R{int(match.group(1)) + k}" for k in range(4)}
+        for later in lines[i + 1:]:
+            if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in later or re.search(r"\bBRA\b", later):
+                break
+            written = re.match(r"(?:@!?U?P\w+\s+)?(?![QH]GMMA)[A-Z0-9_.]+\s+(R\d+)\b", later)
+            if written and written.group(1) in a_registers:
+                races.append(f"{line} ... {later}")
+    assert not races, f"{dtype}: {len(races)} writes to in-flight A registers, e.g. {races[:2]}"
