@@ -1,11 +1,12 @@
 // The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
 //
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
-//                           kStages deep.
+//                           kStages deep, and pass each tile's fp8 descale beside it.
 //   fp8 only, warpgroup 1 (transposer): turns each V tile into V^T for P.V (fp8_transpose.cuh).
-//   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix).
+//   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
+//   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
 //   Per KV tile n (keys visited from the diagonal down):
-//       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q from registers, B = K from shared memory
+//       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q (registers or shared memory), B = K from shared memory
 //                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers (fp8: plus P times ones: row sums)
 //       [your turn]

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accuracy  # noqa: E402
 import bench  # noqa: E402
 import flashprefill as fp  # noqa: E402
-from flashprefill import _lib, prepare  # noqa: E402
+from flashprefill import _lib  # noqa: E402
 from peers import PEERS  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import math
 
-from . import _arrays, _lib, fp8, prepare
+from . import _arrays, _lib, prepare
 from ._params import DType, Params, QuantizeParams, Status
 from .scales import BlockScales, descale
 
