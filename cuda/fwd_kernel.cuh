@@ -375,19 +375,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         release(&ss.k_empty[0]);
         float rescale[2];  // O is still zero
         softmax_step(0, scale_log2, rescale, p);
+        wait_v(0, 0);  // for P(0) V(0), issued in the next iteration
         if constexpr (!Config::kIsFp8)
             pack_p_bf16();
     }
     for (int it = 1; it < range.end; ++it) {
         const int stage = it % Config::kStages, prev_stage = (it - 1) % Config::kStages;
-        const uint32_t phase = (it / Config::kStages) & 1, prev_phase = ((it - 1) / Config::kStages) & 1;
+        const uint32_t phase = (it / Config::kStages) & 1;
 
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
         ptx::wgmma_fence();
         issue_qk(stage);
-        wait_v(prev_stage, prev_phase);
         const int v_exponent = tile_v_exponent(prev_stage);  // the unit P(n-1) V(n-1) adds in
         rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
         o_exponent = v_exponent;
@@ -402,6 +402,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         float rescale[2];
         uint32_t p_next[kPRegs];  // p is an operand of the running P(n-1) V(n-1): fp8 codes wait here
         softmax_step(it, scale_log2, rescale, p_next);
+        // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
+        // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
+        // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
+        wait_v(stage, phase);
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(p);
         ptx::fence_registers(o);
@@ -420,8 +424,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     }
     {  // the last P.V
         const int last = range.end - 1;
-        const int stage = last % Config::kStages;
-        wait_v(stage, (last / Config::kStages) & 1);
+        const int stage = last % Config::kStages;  // V(last) was awaited after the last softmax
         const int v_exponent = tile_v_exponent(stage);
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
