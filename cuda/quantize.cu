@@ -45,7 +45,7 @@ template <int kDim>
 struct RowLayout {
     static_assert(kDim % 32 == 0 && kDim <= 256, "dim: a multiple of 32 up to 256");
     static constexpr int kSlots = kDim / 32;
-    // The part of slot j: its size in elements, its first element, its first slot.
+    // The part holding slot j: its size in elements (part_size) and its first slot (part_first_slot).
     __device__ static constexpr int part_size(int j)
     {
         int first_slot = 0;
