@@ -12,6 +12,8 @@
 //       [your turn]
 //       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 by ex2 in place, fp8 as e4m3 codes
 //           computed exp-free (expfree.cuh)
+//       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
+//           the softmax)
 //       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments
 //   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products.
 #pragma once
