@@ -81,9 +81,9 @@
     v_readfirstlane_b32 s[\dst], v[v_t0]
 .endm
 
-// s[dst] = 2^e as a float from the exponent in s[dst], for e in [-126, 127]; e = -127 (the quantizer's floor,
-// float32 subnormals only) gives 0, which for q and k blocks of values under 448 * 2^-127 changes no score
-// beyond float32's range.
+// s[dst] = 2^e as a float from the exponent in s[dst], for e in [-126, 127]. e = -127 (the quantizer's floor,
+// for blocks of float32 subnormals) gives 0 instead of 2^-127: such a q or k block's scores are under 2^-100
+// either way, and exp of them is 1 in float32.
 .macro exponent_to_factor dst
     s_add_i32 s[\dst], s[\dst], 127
     s_lshl_b32 s[\dst], s[\dst], 23
