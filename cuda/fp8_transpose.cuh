@@ -8,12 +8,21 @@
 //     (w / 4) * 16 + 2 * (w % 4) + {0, 1, 8, 9}[p % 4],   w = p / 4,
 // so P's k index and V^T's k index name the same key.
 //
-// Work split: 1024 blocks of 4 x 4 bytes (4 keys = one position word W of V^T, by 4 dims = one dim word D
-// of V). Lane l of warp w takes D = l % 8 + 8 w and, in task j = 0..7, W = l / 8 + 4 j, whose keys are
-// 16 j + 2 (l / 8) + {0, 1, 8, 9}. Both the loads and the stores are free of bank conflicts under the
-// 128-byte swizzle: each thread rotates its block by r = (l / 2) % 4 rows so that the 8 lanes of a
-// quarter-warp store to 8 different swizzle chunks. Every address is fixed per thread up to the task:
-// loads step by 16 key rows (+2048 bytes, an immediate offset), stores move to swizzle chunk j (one XOR).
+// That order is what the matrix load/store instructions give with two byte permutes. A task moves 32 keys x
+// 16 dims (one 16-byte column chunk c of V, key group g):
+//   ldmatrix .x4 .trans, matrices = keys 8i .. 8i+7 (i = 0..3) of the group as 8 x 8 matrices of 16-bit
+//     elements (dim pairs): lane t (q = t % 4, j = t / 4) receives, of keys 2q, 2q+1 (+8i), dims 2j and 2j+1:
+//     bytes [V[2q][2j], V[2q][2j+1], V[2q+1][2j], V[2q+1][2j+1]].
+//   prmt of matrices 0 and 1 (keys 2q, 2q+1 and 2q+8, 2q+9): the word [V[2q][d], V[2q+1][d], V[2q+8][d],
+//     V[2q+9][d]] = V^T row d, word q of the group's first 16 positions, for d = 2j (selector 0x6420) and
+//     2j + 1 (0x7531); matrices 2 and 3 likewise give the next 16 positions.
+//   stmatrix .x4: lane t stores word q of row j of each matrix, and every lane gives one row's address, so
+//     a stored matrix's 8 rows can be any 8 dims: row j of matrices 0 and 2 is dim 2j for j < 4 and 2j + 1
+//     for j >= 4 (the other one of each pair in matrices 1 and 3). Their rows then cover all 8 residues of
+//     dim % 8, so under the 128-byte swizzle (16-byte chunk x of row d at x ^ (d % 8)) the 8 rows of a
+//     matrix fill 8 different chunks: no bank conflicts. The loads are free of them too (8 consecutive keys).
+// Per 16 bytes a thread: 1 ldmatrix, 4 byte permutes, 1 stmatrix and 2 address operations. Each of the 4 warps
+// takes two column chunks of all 4 key groups; the addresses are fixed per thread up to the task.
 #pragma once
 
 #include <cstdint>
@@ -23,27 +32,25 @@
 
 namespace fp {
 
-// Per-thread addresses of the transpose, relative to the stage's V and V^T tiles (computed once).
+// Per-thread addresses and selectors of the transpose, relative to the stage's V and V^T tiles (computed once).
 struct TransposeLanes {
-    uint32_t load[4];   // byte offset of key row 2 (l / 8) + {0, 1, 8, 9}, dim word D, in V (task 0)
-    uint32_t store[4];  // byte offset of dim 4 D + (e + r) % 4, position word l / 8, chunk bits = dim % 8
-    uint32_t rotation_bits;
+    uint32_t load;        // key 8 (t / 8) + t % 8, swizzle bits of chunk 0 (XOR in the chunk)
+    uint32_t store;       // dim row of this lane's stored row in chunk 2 w, positions chunk (t / 16) % 2
+    uint32_t chunk0;      // the warp's first column chunk
+    uint32_t select[2];   // prmt selectors of matrices 0/2 and 1/3: this lane's words are dims 2j and 2j + 1
 
     __device__ __forceinline__ explicit TransposeLanes(uint32_t thread)
     {
         const uint32_t lane = thread % 32, warp = thread / 32;
-        const uint32_t dim_word = lane % 8 + 8 * warp;
-        const uint32_t rotation = (lane / 2) % 4;
-        const uint32_t key_offsets[4] = {0, 1, 8, 9};
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            load[i] = sw128_offset(2 * (lane / 8) + key_offsets[i], 4 * dim_word);
-#pragma unroll
-        for (uint32_t e = 0; e < 4; ++e) {
-            const uint32_t dim = 4 * dim_word + (e + rotation) % 4;
-            store[e] = dim * 128 + ((dim % 8) << 4) + 4 * (lane / 8);  // = sw128_offset(dim, 4 (l / 8))
-        }
-        rotation_bits = 8 * rotation;
+        const uint32_t matrix = lane / 8, row = lane % 8;
+        load = (8 * matrix + row) * 128 + (row << 4);  // swizzle of chunk 0: 0 ^ (key % 8)
+        // stored matrix `matrix`, row `row`: dim 2 row or 2 row + 1 within the chunk (see above)
+        const uint32_t dim = 2 * row + ((matrix % 2 == 0) == (row < 4) ? 0 : 1);
+        store = dim * 128 + (((matrix / 2) ^ (dim % 8)) << 4);
+        chunk0 = 2 * warp;
+        const uint32_t j = lane / 4;
+        select[0] = j < 4 ? 0x6420u : 0x7531u;
+        select[1] = j < 4 ? 0x7531u : 0x6420u;
     }
 };
 
@@ -51,25 +58,20 @@ struct TransposeLanes {
 // positions, sw128, 1024-byte aligned). Called by all 128 threads of the transposing warpgroup.
 __device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes &lanes)
 {
-    constexpr uint32_t kTasks = 8;
-    constexpr uint32_t kTaskKeyBytes = 16 * 128;  // task j + 1 starts 16 key rows further
-#pragma unroll 2
-    for (uint32_t j = 0; j < kTasks; ++j) {
-        uint32_t x[4];
+    constexpr uint32_t kGroups = 4;            // 32-key groups per tile
+    constexpr uint32_t kGroupBytes = 32 * 128; // one group of V rows
+    constexpr uint32_t kChunkRowsBytes = 16 * 128;  // 16 dim rows of V^T: one column chunk of V
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            // x[i] = V[key i][4 D .. 4 D + 3], bytes rotated right by the thread's rotation
-            const uint32_t word = ptx::ld_shared_b32(v + lanes.load[i] + j * kTaskKeyBytes);
-            x[i] = __funnelshift_r(word, word, lanes.rotation_bits);
+    for (uint32_t half = 0; half < 2; ++half) {
+        const uint32_t chunk = lanes.chunk0 + half;
+#pragma unroll
+        for (uint32_t g = 0; g < kGroups; ++g) {
+            uint32_t x[4];
+            ptx::ldmatrix_x4_trans(x, (v + lanes.load + g * kGroupBytes) ^ (chunk << 4));
+            const uint32_t y[4] = {ptx::prmt(x[0], x[1], lanes.select[0]), ptx::prmt(x[0], x[1], lanes.select[1]),
+                                   ptx::prmt(x[2], x[3], lanes.select[0]), ptx::prmt(x[2], x[3], lanes.select[1])};
+            ptx::stmatrix_x4((vt + lanes.store + chunk * kChunkRowsBytes) ^ (g << 5), y);
         }
-        // 4 x 4 byte transpose: y[e] = byte e of x[0..3]
-        const uint32_t lo01 = ptx::prmt(x[0], x[1], 0x5140), lo23 = ptx::prmt(x[2], x[3], 0x5140);
-        const uint32_t hi01 = ptx::prmt(x[0], x[1], 0x7362), hi23 = ptx::prmt(x[2], x[3], 0x7362);
-        const uint32_t y[4] = {ptx::prmt(lo01, lo23, 0x5410), ptx::prmt(lo01, lo23, 0x7632),
-                               ptx::prmt(hi01, hi23, 0x5410), ptx::prmt(hi01, hi23, 0x7632)};
-#pragma unroll
-        for (int e = 0; e < 4; ++e)  // position word W = l / 8 + 4 j lives in swizzle chunk j ^ (dim % 8)
-            ptx::st_shared_b32((vt + lanes.store[e]) ^ (j << 4), y[e]);
     }
 }
 

@@ -143,6 +143,14 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_
     return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
            ((kSbo >> 4) << 32) | (kLayout << 62);
 }
+// The descriptor of the operand `bytes` further on. The start address field (bits 0-13) holds address / 16 of a
+// shared-memory address below 2^18, so the sum never carries out of it: one 32-bit add on the low word, and
+// each tile's descriptors come from one computed before the loop.
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes)
+{
+    const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4), hi = static_cast<uint32_t>(desc >> 32);
+    return static_cast<uint64_t>(hi) << 32 | lo;
+}
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes)
 {
     return wgmma_desc<128>(smem_addr, lbo_bytes);

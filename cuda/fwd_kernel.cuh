@@ -238,17 +238,18 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                                                swizzle_offset<Config::kSwizzleQk>(row, byte_col));
         }
     };
+    // Descriptors of each operand's first tile, advanced per stage and K step (wgmma_desc_advance).
+    const uint64_t q_desc0 = wgmma_desc<Config::kSwizzleQk>(
+        ptx::smem_addr(ss.q) + consumer_index * Config::kRowsPerWarpgroup * Config::kSwizzleQk, 16);
+    const uint64_t k_desc0 = wgmma_desc<Config::kSwizzleQk>(ptx::smem_addr(ss.k[0]), 16);
     auto q_desc = [&](int step) {  // this warpgroup's 64 rows of Q in shared memory
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc<Config::kSwizzleQk>(ptx::smem_addr(ss.q) + chunk * Config::kBlockM * Config::kSwizzleQk +
-                                                  consumer_index * Config::kRowsPerWarpgroup * Config::kSwizzleQk +
-                                                  within,
-                                              16);
+        return wgmma_desc_advance(q_desc0, chunk * Config::kBlockM * Config::kSwizzleQk + within);
     };
     auto k_desc = [&](int stage, int step) {
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc<Config::kSwizzleQk>(
-            ptx::smem_addr(ss.k[stage]) + chunk * Config::kBlockN * Config::kSwizzleQk + within, 16);
+        return wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes + chunk * Config::kBlockN * Config::kSwizzleQk +
+                                               within);
     };
 
     float o[kAccRegs];
@@ -256,7 +257,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
     for (int e = 0; e < kAccRegs; ++e)
         o[e] = s[e] = 0.0f;
-    uint32_t p[kPRegs];
+    // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile (fp8).
+    uint32_t p_run[kPRegs], p_new[kPRegs];
     OnlineMax online_max;
     // Row sums of the probabilities P.V uses, per half. bf16: this thread's part (of its 32 columns),
     // quad-reduced at the end. fp8: the whole row's sum of the quantized P, which the tensor cores compute per
@@ -268,17 +270,21 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
     // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and puts
     // P times ones into l_tile.
-    auto issue_pv = [&](int stage) {
+    // V^T (fp8, K-major) or V (bf16, MN-major) of stage 0; the ones column (fp8).
+    const uint64_t v_desc0 = Config::kIsFp8 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
+                                            : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
+    const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
+    auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             if constexpr (Config::kIsFp8) {
-                const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.vt[stage]) + step * kStepBytes, 16);
+                const uint64_t desc_v = wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * kStepBytes);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
-                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16), step > 0);
+                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
             } else {
-                const uint64_t desc_v = wgmma_desc_sw128(ptx::smem_addr(ss.v[stage]) + step * Input::kMmaK * Config::kSwizzleV,
-                                                         Config::kBlockN * Config::kSwizzleV);
+                const uint64_t desc_v =
+                    wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * Input::kMmaK * Config::kSwizzleV);
                 ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
             }
         }
@@ -318,7 +324,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         } else if constexpr (Config::kIsFp8) {
             float row_constant[2];
             ExpFree<Input::kPOffsetLog2>::row_constants(max_used, row_constant);
-            ExpFree<Input::kPOffsetLog2>::pack_p(s, 8.0f * scale_log2, row_constant, codes);
+            ExpFree<Input::kPOffsetLog2>::pack_p(s, ExpFree<Input::kPOffsetLog2>::score_multiplier(scale_log2),
+                                                 row_constant, codes);
         } else {
             float tile_sum[2];
             exp2_in_place(s, scale_log2, max_used, Input::kPOffsetLog2, tile_sum);
@@ -328,7 +335,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
     };
     // bf16: P (fp32 in s) into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1).
-    auto pack_p_bf16 = [&]() {
+    auto pack_p_bf16 = [&](uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step)
 #pragma unroll
@@ -376,15 +383,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(s);
         release(&ss.k_empty[0]);
         float rescale[2];  // O is still zero
-        softmax_step(0, scale_log2, rescale, p);
+        softmax_step(0, scale_log2, rescale, p_run);
         wait_v(0, 0);  // for P(0) V(0), issued in the next iteration
         if constexpr (!Config::kIsFp8)
-            pack_p_bf16();
+            pack_p_bf16(p_run);
     }
-    for (int it = 1; it < range.end; ++it) {
-        const int stage = it % Config::kStages, prev_stage = (it - 1) % Config::kStages;
-        const uint32_t phase = (it / Config::kStages) & 1;
-
+    // KV tile `it` in stage `stage` (filled for the phase-th time, mod 2): P(it-1) V(it-1) from p_run, P(it) into
+    // p_new.
+    auto iteration = [&](int it, int stage, int prev_stage, uint32_t phase, uint32_t (&p_run)[kPRegs],
+                         uint32_t (&p_new)[kPRegs]) {
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
@@ -394,7 +401,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(prev_stage);
+        issue_pv(prev_stage, p_run);
         ptx::wgmma_commit_group();
         pass_turn();
 
@@ -402,36 +409,48 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(s);
         release(&ss.k_empty[stage]);
         float rescale[2];
-        uint32_t p_next[kPRegs];  // p is an operand of the running P(n-1) V(n-1): fp8 codes wait here
-        softmax_step(it, scale_log2, rescale, p_next);
+        softmax_step(it, scale_log2, rescale, p_new);  // fp8: codes into the free buffer; bf16: p in s, packed below
         // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
         // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
         // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
         wait_v(stage, phase);
         ptx::wgmma_wait_group<0>();
-        ptx::fence_registers(p);
+        ptx::fence_registers(p_run);
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
         release(&ss.v_empty[prev_stage]);
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
         pending_rescale[1] = rescale[1];
+        if constexpr (!Config::kIsFp8)
+            pack_p_bf16(p_run);  // P(n-1) V(n-1) is done with it
+    };
+    // Stages and phases counted along (no division in the loop).
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int it = 1; it < range.end; ++it) {
+        const int prev_stage = stage;
+        if (++stage == Config::kStages) {
+            stage = 0;
+            phase ^= 1;
+        }
+        iteration(it, stage, prev_stage, phase, p_run, p_new);
+        // P(n) to the buffer the next P.V reads (fp8: 16 moves; two buffers taking turns over a loop unrolled
+        // by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
         if constexpr (Config::kIsFp8) {
 #pragma unroll
             for (int r = 0; r < kPRegs; ++r)
-                p[r] = p_next[r];
-        } else {
-            pack_p_bf16();
+                p_run[r] = p_new[r];
         }
     }
     {  // the last P.V
         const int last = range.end - 1;
-        const int stage = last % Config::kStages;  // V(last) was awaited after the last softmax
+        // stage: V(last)'s, awaited after the last softmax
         const int v_exponent = tile_v_exponent(stage);
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(stage);
+        issue_pv(stage, p_run);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);

@@ -38,6 +38,25 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
                  : "memory");
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: as ldmatrix_x4, each matrix transposed: lane t receives, of
+// matrix i in r[i], elements 2 (t % 4) and 2 (t % 4) + 1 of column t / 4 (rows 2 (t % 4) in the low half).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// stmatrix.sync.aligned.m8n8.x4.shared.b16 (9.7.9.27): the inverse of ldmatrix_x4: lane t gives the address of
+// row t % 8 of matrix t / 8 and stores r[i] as row t / 4, elements 2 (t % 4) and 2 (t % 4) + 1 of matrix i.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 // ---- mbarrier (9.7.13.15) --------------------------------------------------------------------------------
 
 // mbarrier.init.shared::cta.b64: a barrier that completes a phase after `arrivals` arrivals (and the
@@ -269,6 +288,15 @@ __device__ __forceinline__ uint16_t cvt_rn_satfinite_e4m3x2_f32(float lo, float 
 {
     uint16_t r;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// cvt.rn.relu.f16x2.f32 (9.7.9.21): packs two floats as float16 (subnormals kept), negatives as 0, `lo` into
+// the low half.
+__device__ __forceinline__ uint32_t cvt_rn_relu_f16x2_f32(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 

@@ -202,9 +202,9 @@ def test_fma_f32_is_correctly_rounded(rng_seed):
 
 # Exp-free encoder
 
-def expfree_relative_error(t, c, code_byte=1):
+def expfree_relative_error(t, c, code_byte=1, encoder="magic"):
     """decode(code)/2^t - 1 for float32 log2-domain values t (scale_log2 = 1, row max 0)."""
-    codes = fp8.expfree_codes(t, 1.0, np.float32(0), c=c, code_byte=code_byte)
+    codes = fp8.expfree_codes(t, 1.0, np.float32(0), c=c, code_byte=code_byte, encoder=encoder)
     return fp8.expfree_decode(codes).astype(np.float64) / np.exp2(t.astype(np.float64)) - 1
 
 
@@ -220,6 +220,10 @@ def test_expfree_error_bound_on_dense_grid():
     # code_byte 0: the float32 K = magic + 56 - c + 64 is an integer, so c is lost (c = 0 in effect when m = 0)
     worst = np.abs(expfree_relative_error(t, 0.34, code_byte=0)).max()
     assert abs(worst - fp8.expfree_relative_error_bound(0)) < 1e-4
+    # encoder "f16": float32 holds the code with 17 fraction bits, so the boundaries are exact to ~1e-5 steps
+    for c in (0.34, 0.2, 0.5):
+        worst = np.abs(expfree_relative_error(t, c, encoder="f16")).max()
+        assert abs(worst - fp8.expfree_relative_error_bound(c)) < 1e-5, f"f16 c={c}: grid max {worst:.6f}"
 
 
 def test_c_is_near_the_minimax_choice():
@@ -232,8 +236,8 @@ def test_c_is_near_the_minimax_choice():
     assert abs(4 * math.log2((1 + f) / 2**f) - 0.34) < 0.01
 
 
-@pytest.mark.parametrize("code_byte", [0, 1])
-def test_expfree_codes_follow_the_linear_rule(rng_seed, code_byte):
+@pytest.mark.parametrize("code_byte,encoder", [(0, "magic"), (1, "magic"), (None, "f16")])
+def test_expfree_codes_follow_the_linear_rule(rng_seed, code_byte, encoder):
     rng, seed = rng_seed
     s = (rng.standard_normal((64, 256)) * 40).astype(np.float32)
     # two far-below-the-max scores per row, so the clamp is always exercised: one whose FMA result is positive
@@ -241,12 +245,13 @@ def test_expfree_codes_follow_the_linear_rule(rng_seed, code_byte):
     s[:, -2], s[:, -1] = -1e4, -1e7
     scale_log2 = float(rng.uniform(0.05, 0.3))
     row_max = (s.max(axis=1) * np.float32(scale_log2)).astype(np.float32)
-    codes = fp8.expfree_codes(s, scale_log2, row_max, code_byte=code_byte).astype(np.float64)
+    codes = fp8.expfree_codes(s, scale_log2, row_max, code_byte=code_byte, encoder=encoder).astype(np.float64)
     ideal = 8 * (s * scale_log2 - row_max[:, None].astype(np.float64)) + 56 + 64 - 0.34
     # code_byte 1: K, C_row and y each round to a multiple of 2^-8 (<= 2^-9 each), then truncation after the
     # +0.5 rounds to the code (0.5). code_byte 0: K drops c (0.34), C_row rounds 8·m to an integer (0.5),
-    # y rounds to the code (0.5). 1e-3 covers f32(8·scale_log2) against the exact product.
-    allowed = 0.5 + 3 * 2.0**-9 + 1e-3 if code_byte == 1 else 0.34 + 0.5 + 0.5 + 1e-3
+    # y rounds to the code (0.5). f16: the conversion rounds once (0.5) after float32 roundings of ~2^-17 steps.
+    # 1e-3 covers f32(8·scale_log2) against the exact product.
+    allowed = {1: 0.5 + 3 * 2.0**-9 + 1e-3, 0: 0.34 + 0.5 + 0.5 + 1e-3, None: 0.5 + 1e-3}[code_byte]
     assert np.abs(codes - np.maximum(ideal, 0)).max() <= allowed, f"seed={seed}"  # the clamp: no code below 0
     assert codes.max() <= 120 and codes.min() == 0, f"seed={seed}"
 
@@ -262,6 +267,28 @@ def test_expfree_special_inputs():
     assert row_sum.shape == (1,) and row_sum[0] == fp8.expfree_decode(codes).astype(np.float64).sum()
     with pytest.raises(ValueError):
         fp8.expfree_codes(s, 1.0, np.float32([10.0]), subnormal="round")
+    with pytest.raises(ValueError):
+        fp8.expfree_codes(s, 1.0, np.float32([10.0]), encoder="f32")
+
+
+def test_expfree_f16_encoder_special_inputs():
+    """The Hopper encoder: same codes as the magic one away from rounding ties; masked and negative codes 0;
+    NaN scores give 0xff (an e4m3 NaN), so NaN inputs reach the output instead of vanishing."""
+    s = np.float32([[10.0, -np.inf, 10.0 - 1.0 / 16, -200.0, 10 - 14.5, np.nan]])
+    codes = fp8.expfree_codes(s, 1.0, np.float32([10.0]), encoder="f16")
+    assert codes[0, 0] == 120 and codes[0, 1] == 0 and codes[0, 3] == 0
+    assert codes[0, 2] == fp8.expfree_codes(s, 1.0, np.float32([10.0]))[0, 2]
+    assert 1 <= codes[0, 4] <= 7 and codes[0, 5] == 0xFF
+    assert np.isnan(fp8.expfree_decode(codes)[0, 5])
+    assert fp8.expfree_codes(s, 1.0, np.float32([10.0]), subnormal="flush", encoder="f16")[0, 4] == 0
+
+
+def test_expfree_f16_encoder_rounds_ties_to_even():
+    """Codes exactly halfway (b = n + 0.5 in float32) go to the even neighbour, as cvt.rn does."""
+    # t chosen so that 8 t + 120 - 0.34 lands on n + 0.5: with c = 0 and offset 8, b = 8 t + 120
+    t = np.float32([-(120 - 40.5) / 8, -(120 - 41.5) / 8])
+    codes = fp8.expfree_codes(t, 1.0, np.float32(0), c=0.0, encoder="f16")
+    assert codes.ravel().tolist() == [40, 42]
 
 
 def test_subnormal_rules_measured(rng_seed):

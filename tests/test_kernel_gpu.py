@@ -221,7 +221,7 @@ def test_long_sequence_128k(dtype):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fp8_probability_codes_bit_exact(causal):
-    """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit.
+    """The kernel's e4m3 probability codes equal fp8.expfree_codes(encoder="f16")'s bit for bit.
 
     One KV tile (128 keys), q and k zero but for their first channel, so every score is one exact e4m3
     product (the tensor cores add only zeros to it); v is the identity, so out[i, j] = P[i, j] / rowsum_i.
@@ -251,7 +251,7 @@ def test_fp8_probability_codes_bit_exact(causal):
     if causal:
         s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, np.float32(-np.inf))
     row_max = s.max(axis=-1) * np.float32(scale_log2)
-    codes, row_sum = fp8.expfree_probabilities(s, scale_log2, row_max)
+    codes, row_sum = fp8.expfree_probabilities(s, scale_log2, row_max, encoder="f16")
     assert {0, 120} <= set(np.unique(codes).tolist()) and np.any((codes > 0) & (codes < 8)), "codes not covered"
     code_sum = row_sum * 2.0**8  # row_sum is of the probabilities; a code decodes to 2^8 times its probability
     p_kernel = out.float().cpu().numpy()[0].transpose(1, 0, 2).astype(np.float64) * code_sum[..., None]

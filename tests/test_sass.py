@@ -106,3 +106,29 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
             if written and written.group(1) in a_registers:
                 races.append(f"{line} ... {later}")
     assert not races, f"{dtype}: {len(races)} writes to in-flight A registers, e.g. {races[:2]}"
+
+
+# The softmax's signature instructions and how many of them one 64 x 128 tile needs per thread: fp8 converts 64
+# code words in pairs (F2FP ... RELU), bf16 exponentiates 64 scores (MUFU.EX2).
+SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64)}
+
+
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_softmax_overlaps_the_running_pv(sass, dtype):
+    """In the loop, the softmax of S(n) runs between the wait for S(n) (wait_group 1: P(n-1) V(n-1) still in
+    flight) and the wait for P(n-1) V(n-1) (wait_group 0), in every such window of the kernel. ptxas has moved
+    that wait above the softmax before (bench/NOTES.md v11) and the softmax below it (a loop unrolled by two):
+    either way the two no longer overlap, with correct results, so only the machine code shows it."""
+    marker, per_tile = SOFTMAX[dtype.split()[0]]
+    lines = [line.split(";")[0] for line in _kernel(sass, dtype).splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    windows, inside = [], None
+    for line in lines:
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
+            inside = 0
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
+            windows.append(inside)
+            inside = None
+        elif inside is not None and marker in line:
+            inside += 1
+    assert windows, f"{dtype}: no wait_group 1 ... wait_group 0 window"
+    assert min(windows) >= per_tile, f"{dtype}: softmax instructions ({marker}) between the waits: {windows}"

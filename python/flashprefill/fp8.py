@@ -182,10 +182,15 @@ def fma_f32(a, b, c):
 # constant C_row is itself a float32 integer, which drops c and the fraction of 8·m: each row and tile gets its
 # own rounding offset of up to half a code step. With k = 15 (code_byte 1) there are 8 fraction bits below the
 # code; the code is byte 1 of the float, and adding 0.5 to C_row turns the byte's truncation into rounding.
-# Either byte is picked by the same byte permute (PRMT) that packs four codes per register.
+# Either byte is picked by the same byte permute (PRMT) that packs four codes per register. (The gfx950 kernel.)
+#
+# encoder "f16" (the Hopper kernel) needs no magic and no clamp: its FFMA computes y = b·2^-24 (every constant
+# scaled by 2^-24, which changes no float32 rounding), and cvt.rn.relu.f16x2.f32 rounds two such y to float16
+# subnormals (unit 2^-24, up to 1023) whose bits are round(b), ties to even, or 0 where b < 0.
 
 EXPFREE_MAGIC = {0: 1.5 * 2.0**23, 1: 1.5 * 2.0**15}
 SUBNORMAL_RULES = ("linear", "flush")
+ENCODERS = ("magic", "f16")
 
 
 def expfree_relative_error_bound(c):
@@ -200,7 +205,8 @@ def expfree_relative_error_bound(c):
     return float(max(over.max(), under.max()))
 
 
-def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1):
+def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
+                  encoder="magic"):
     """Bit-exact model of the kernel's exp-free encoder: e4m3 codes of p' ≈ 2^(s·scale_log2 - m + offset_log2).
 
     s: float32 raw scores q·k (rows, cols) or any (..., cols); masked entries -inf (they give code 0).
@@ -217,17 +223,26 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
     code_byte: 0 or 1, the byte of the FFMA result that holds the code (magic 1.5·2^23 or 1.5·2^15). Measured
         kernel-only relative L2 of attention_fp8_model on N(0,1), hd128, S=512-4096: 2.2-2.5e-2 for 1,
         3.1-3.4e-2 for 0, against 1.8-2.1e-2 for P rounded by ml_dtypes at the exact max. Hence the default 1.
-    NaN scores give code 0 (the clamp keeps NaN's bits, whose code byte is 0); they do not propagate.
+    encoder: "magic" (the gfx950 kernel; code_byte applies) or "f16" (the Hopper kernel; code_byte unused).
+    NaN scores give code 0 with "magic" (the clamp keeps NaN's bits, whose code byte is 0); with "f16" they
+    give 0xff (float16 NaN's low byte, an e4m3 NaN), so NaN reaches the output.
 
-    The float32 steps, as the kernel does them:
+    The float32 steps, as the kernels do them ("magic"):
         scale8 = f32(8·scale_log2); K = f32(magic + 56 - c + 8·offset_log2 + 0.5·code_byte)   (host)
         C_row = fmaf(-8, m, K)                                     once per row and tile
         y = fmaf(s, scale8, C_row); bits = max_s32(bits(y), bits(magic)); code = byte code_byte of bits
+    ("f16"): K = f32(56 - c + 8·offset_log2); C_row = fmaf(-8, m, K); y = fmaf(s, scale8, C_row);
+        code = low byte of the float16 bits of relu(y·2^-24) rounded to nearest even.
     Returns uint8 codes shaped like s.
     """
     if subnormal not in SUBNORMAL_RULES:
         raise ValueError(f"subnormal must be one of {SUBNORMAL_RULES}, got {subnormal!r}")
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
     xp = array_module(s)
+    if encoder == "f16":
+        codes = _f16_subnormal_codes(xp, s, scale_log2, row_max_log2, offset_log2, c)
+        return xp.where(codes < 8, xp.uint8(0), codes) if subnormal == "flush" else codes
     magic = EXPFREE_MAGIC[code_byte]
     scale8 = xp.asarray(8 * scale_log2, dtype=xp.float32)
     row_constant_base = xp.asarray(magic + 56 - c + 8 * offset_log2 + 0.5 * code_byte, dtype=xp.float32)
@@ -242,15 +257,30 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
     return codes
 
 
+def _f16_subnormal_codes(xp, s, scale_log2, row_max_log2, offset_log2, c):
+    """expfree_codes' "f16" encoder (the Hopper kernel's FFMA and cvt.rn.relu.f16x2.f32)."""
+    scale8 = xp.asarray(8 * scale_log2, dtype=xp.float32)
+    row_constant_base = xp.asarray(56 - c + 8 * offset_log2, dtype=xp.float32)
+    row_max = xp.asarray(row_max_log2, dtype=xp.float32)
+    row_constant = fma_f32(xp.full(row_max.shape, -8, dtype=xp.float32), row_max, row_constant_base)
+    y = fma_f32(xp.asarray(s, dtype=xp.float32), scale8, row_constant[..., None])
+    with np.errstate(invalid="ignore"):
+        y = xp.where(y < 0, xp.float32(0), y)  # relu
+    half = (y * xp.float32(2.0**-24)).astype(xp.float16)  # exact scaling, then the conversion's one rounding
+    codes = (xp.ascontiguousarray(half).view(xp.uint16) & 0xFF).astype(xp.uint8)
+    return xp.where(xp.isnan(y), xp.uint8(0xFF), codes)  # the conversion's canonical NaN is 0x7fff
+
+
 def expfree_decode(codes, offset_log2=8):
     """uint8 codes from expfree_codes -> float32 probabilities relative to the row max, decode(code)·2^-offset."""
     return e4m3_decode(codes) * np.float32(2.0**-offset_log2)
 
 
-def expfree_probabilities(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1):
+def expfree_probabilities(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
+                          encoder="magic"):
     """Codes as expfree_codes, plus float64 (...,) row sums of the decoded probabilities (what the kernel sums:
     the probabilities P·V actually used, relative to the row max)."""
-    codes = expfree_codes(s, scale_log2, row_max_log2, offset_log2, c, subnormal, code_byte)
+    codes = expfree_codes(s, scale_log2, row_max_log2, offset_log2, c, subnormal, code_byte, encoder)
     return codes, expfree_decode(codes, offset_log2).astype(np.float64).sum(axis=-1)
 
 
@@ -268,7 +298,7 @@ def _dequantize(codes, descale):
 
 def attention_fp8_model(q_codes, k_codes, v_codes, q_descale, k_descale, v_descale, *, causal=True,
                         softmax_scale=None, kv_tile=128, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
-                        return_lse=False):
+                        encoder="magic", return_lse=False):
     """Emulation of the FP8 kernel pipeline (float64 except where the kernel rounds to float32 or e4m3).
 
     q_codes uint8 (batch, seqlen_q, heads_q, dim_qk); k_codes uint8 (batch, seqlen_k, heads_kv, dim_qk);
@@ -308,7 +338,7 @@ def attention_fp8_model(q_codes, k_codes, v_codes, q_descale, k_descale, v_desca
                 seen = xp.isfinite(new_max)
                 encode_max = xp.where(seen, new_max, xp.float32(0))
                 rescale = xp.where(xp.isfinite(row_max), xp.exp2(row_max.astype(xp.float64) - encode_max), 0.0)
-                codes = expfree_codes(s, scale_log2, encode_max, offset_log2, c, subnormal, code_byte)
+                codes = expfree_codes(s, scale_log2, encode_max, offset_log2, c, subnormal, code_byte, encoder)
                 p = expfree_decode(codes, offset_log2).astype(xp.float64)
                 acc = acc * rescale[:, None] + p @ vh[start:start + kv_tile]
                 row_sum = row_sum * rescale + p.sum(axis=1)
