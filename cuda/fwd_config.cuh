@@ -114,6 +114,7 @@ struct alignas(1024) FwdSharedStorage {
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
     uint64_t q_full;
+    uint64_t q_empty;
     uint64_t k_full[Config::kStages];
     uint64_t v_full[Config::kStages];
     uint64_t vt_full[Config::kStages];

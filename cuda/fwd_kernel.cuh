@@ -1,4 +1,6 @@
-// The Hopper forward kernel: one CTA per (128 query rows, query head, batch), warp-specialised.
+// The Hopper forward kernel: a persistent grid of CTAs, each taking work items of (128 query rows, query head,
+// batch) in turn (work_index), warp-specialised; the producer loads the next item's tiles while the consumers
+// finish the last one.
 //
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
 //                           kStages deep, and pass each tile's fp8 descale beside it.
@@ -51,7 +53,9 @@ struct FwdArgs {
     int64_t out_stride_batch, out_stride_seq, out_stride_head;
     float *lse;  // NULL or (batch, heads_q, seqlen_q)
     DescaleArg q_descale, k_descale, v_descale;
-    int32_t seqlen_q, seqlen_k, heads_q, heads_per_kv;
+    int32_t seqlen_q, seqlen_k, heads_q, heads_per_kv, batch;
+    int32_t m_blocks;  // query tiles per (batch, head)
+    int32_t items;     // work items: m_blocks * heads_q * batch (< 2^31, the launcher checks)
     int32_t causal;
     float softmax_scale_log2;  // softmax_scale * log2(e)
 };
@@ -101,15 +105,51 @@ __device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
     return {end, min(unmasked, partial_from)};
 }
 
+// One CTA's work item: a query tile of one head. The grid is persistent (one CTA per SM); CTA c takes items in
+// rounds of gridDim.x, the longest causal rows first, snaking (c, then gridDim.x - 1 - c in the next round) so
+// that no CTA draws the longest item of every round. Every warpgroup walks the same sequence.
+struct WorkItem {
+    int m_block, head, batch;
+};
+
+__device__ __forceinline__ int work_index(int round)
+{
+    const int position = round % 2 == 0 ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
+    return round * gridDim.x + position;
+}
+
+__device__ __forceinline__ WorkItem work_item(const FwdArgs &args, int index)
+{
+    const int per_m_block = args.heads_q * args.batch;
+    const int rest = index % per_m_block;
+    return {args.m_blocks - 1 - index / per_m_block, rest % args.heads_q, rest / args.heads_q};
+}
+
+// A position in a ring of kStages slots: the slot and the parity of its fill (both count on across items).
+template <int kStages>
+struct PipelineState {
+    int stage = 0;
+    uint32_t phase = 0;
+    __device__ __forceinline__ void advance()
+    {
+        if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
+
 // How a tile is cut into column chunks (a tag for issue_tiles).
 template <int kChunkCount, int kSwizzleBytes>
 struct TileChunks {
     static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
 };
 
+// Issues one work item's loads; `round` counts this CTA's items (Q's buffer alternates phases with it), `pipe`
+// is the issuing lane's next K or V slot.
 template <class Config>
 __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range)
+                                         int batch, KvRange range, int round, PipelineState<Config::kStages> &pipe)
 {
     const int head_kv = head / args.heads_per_kv;
     const uint32_t thread = threadIdx.x % 128;
@@ -121,10 +161,10 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles, const CUtensorMap *map,
                            uint32_t tile_bytes, auto chunks, auto write_descale) {
         constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
-        for (int it = 0; it < range.end; ++it) {
-            const int stage = it % Config::kStages;
+        for (int it = 0; it < range.end; ++it, pipe.advance()) {
+            const int stage = pipe.stage;
             const int key0 = (range.end - 1 - it) * Config::kBlockN;
-            ptx::mbarrier_wait_parity(&empty[stage], ((it / Config::kStages) & 1) ^ 1);
+            ptx::mbarrier_wait_parity(&empty[stage], pipe.phase ^ 1);
             write_descale(stage, key0);
             ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
             for (int c = 0; c < kChunks; ++c)
@@ -133,8 +173,8 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         }
     };
     if (thread == 0) {
-        ptx::prefetch_tensormap(&args.tm_q);
-        ptx::prefetch_tensormap(&args.tm_k);
+        // Q's buffer is free once every consumer warp has read the previous item's Q.
+        ptx::mbarrier_wait_parity(&ss.q_empty, (round & 1) ^ 1);
         ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
         for (int c = 0; c < Config::kQkChunks; ++c)
             ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
@@ -146,7 +186,6 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
                 ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
         });
     } else if (thread == 1) {
-        ptx::prefetch_tensormap(&args.tm_v);
         issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes,
                     TileChunks<Config::kVChunks, Config::kSwizzleV>{}, [&](int stage, int key0) {
             if constexpr (Config::kIsFp8)
@@ -158,21 +197,21 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
 // fp8: the second producer warpgroup turns each V tile into V^T as it lands. (v_empty[stage] was awaited
 // before V(it) was loaded, so vt[stage], read by the same P.V, is free too.)
 template <class Config>
-__device__ __forceinline__ void transposer(FwdSharedStorage<Config> &ss, KvRange range)
+__device__ __forceinline__ void transposer(FwdSharedStorage<Config> &ss, KvRange range, const TransposeLanes &lanes,
+                                           PipelineState<Config::kStages> &pipe)
 {
-    const TransposeLanes lanes(threadIdx.x % 128);
-    for (int it = 0; it < range.end; ++it) {
-        const int stage = it % Config::kStages;
-        ptx::mbarrier_wait_parity(&ss.v_full[stage], (it / Config::kStages) & 1);
-        transpose_v_tile_fp8(ptx::smem_addr(ss.v[stage]), ptx::smem_addr(ss.vt[stage]), lanes);
+    for (int it = 0; it < range.end; ++it, pipe.advance()) {
+        ptx::mbarrier_wait_parity(&ss.v_full[pipe.stage], pipe.phase);
+        transpose_v_tile_fp8(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), lanes);
         ptx::fence_proxy_async_shared();
-        ptx::mbarrier_arrive(&ss.vt_full[stage]);
+        ptx::mbarrier_arrive(&ss.vt_full[pipe.stage]);
     }
 }
 
+// One work item; `pipe` is the next K/V slot to consume (it counts on across items).
 template <class Config>
 __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range)
+                                         int batch, KvRange range, int round, PipelineState<Config::kStages> &pipe)
 {
     using Input = typename Config::Input;
     constexpr int kStepBytes = Input::kMmaK * Input::kBytes;        // K bytes per wgmma (32)
@@ -367,24 +406,30 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
     if (consumer_index == 1)
         pass_turn();  // consumer 0 starts
-    ptx::mbarrier_wait_parity(&ss.q_full, 0);
+    ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
     load_q_fragments();
+    if constexpr (Config::kQInRegisters)
+        release(&ss.q_empty);  // Q is in registers: the next item's may come
 
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
+    int prev_stage = pipe.stage;  // the tile whose P.V is next
     {  // iteration 0: no P.V yet
-        ptx::mbarrier_wait_parity(&ss.k_full[0], 0);
-        const float scale_log2 = tile_scale_log2(0);
+        const int stage = pipe.stage;
+        const uint32_t phase = pipe.phase;
+        pipe.advance();
+        ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
+        const float scale_log2 = tile_scale_log2(stage);
         take_turn();
         ptx::wgmma_fence();
-        issue_qk(0);
+        issue_qk(stage);
         pass_turn();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(s);
-        release(&ss.k_empty[0]);
+        release(&ss.k_empty[stage]);
         float rescale[2];  // O is still zero
         softmax_step(0, scale_log2, rescale, p_run);
-        wait_v(0, 0);  // for P(0) V(0), issued in the next iteration
+        wait_v(stage, phase);  // for P(0) V(0), issued in the next iteration
         if constexpr (!Config::kIsFp8)
             pack_p_bf16(p_run);
     }
@@ -425,16 +470,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         if constexpr (!Config::kIsFp8)
             pack_p_bf16(p_run);  // P(n-1) V(n-1) is done with it
     };
-    // Stages and phases counted along (no division in the loop).
-    int stage = 0;
-    uint32_t phase = 0;
     for (int it = 1; it < range.end; ++it) {
-        const int prev_stage = stage;
-        if (++stage == Config::kStages) {
-            stage = 0;
-            phase ^= 1;
-        }
+        const int stage = pipe.stage;
+        const uint32_t phase = pipe.phase;
+        pipe.advance();
         iteration(it, stage, prev_stage, phase, p_run, p_new);
+        prev_stage = stage;
         // P(n) to the buffer the next P.V reads (fp8: 16 moves; two buffers taking turns over a loop unrolled
         // by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
         if constexpr (Config::kIsFp8) {
@@ -443,9 +484,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 p_run[r] = p_new[r];
         }
     }
+    if constexpr (!Config::kQInRegisters)
+        release(&ss.q_empty);  // the last S = Q K^T is done
     {  // the last P.V
         const int last = range.end - 1;
-        // stage: V(last)'s, awaited after the last softmax
+        const int stage = prev_stage;  // V(last)'s, awaited after the last softmax
         const int v_exponent = tile_v_exponent(stage);
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
@@ -499,12 +542,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     const uint32_t align_offset = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
     auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(smem_raw + align_offset);
 
-    const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
-    const int head = blockIdx.y, batch = blockIdx.z;
-    const KvRange range = kv_range<Config>(args, m_block);
-
     if (threadIdx.x == 0) {
+        ptx::prefetch_tensormap(&args.tm_q);
+        ptx::prefetch_tensormap(&args.tm_k);
+        ptx::prefetch_tensormap(&args.tm_v);
         ptx::mbarrier_init(&ss.q_full, 1);
+        ptx::mbarrier_init(&ss.q_empty, 4 * Config::kConsumerWarpgroups);
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
@@ -522,16 +565,34 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     }
     __syncthreads();
 
+    // Each role walks this CTA's work items (work_index) with its own ring position.
+    auto for_each_item = [&](auto &&run) {
+        for (int round = 0;; ++round) {
+            const int index = work_index(round);
+            if (index >= args.items)
+                return;
+            const WorkItem item = work_item(args, index);
+            run(item, kv_range<Config>(args, item.m_block), round);
+        }
+    };
+    PipelineState<Config::kStages> pipe;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        if (warpgroup == 0)
-            producer<Config>(args, ss, m_block, head, batch, range);
-        else if constexpr (Config::kIsFp8)
-            transposer<Config>(ss, range);
+        if (warpgroup == 0) {
+            if (threadIdx.x < 2)  // the two issuing lanes (producer)
+                for_each_item([&](const WorkItem &w, KvRange range, int round) {
+                    producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
+                });
+        } else if constexpr (Config::kIsFp8) {
+            const TransposeLanes lanes(threadIdx.x % 128);
+            for_each_item([&](const WorkItem &, KvRange range, int) { transposer<Config>(ss, range, lanes, pipe); });
+        }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        consumer<Config>(args, ss, m_block, head, batch, range);
+        for_each_item([&](const WorkItem &w, KvRange range, int round) {
+            consumer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
+        });
     }
 }
 

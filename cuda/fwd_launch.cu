@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "backend.h"
 #include "fwd_kernel.cuh"
@@ -57,6 +58,10 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     args.seqlen_k = p->seqlen_k;
     args.heads_q = p->heads_q;
     args.heads_per_kv = p->heads_q / p->heads_kv;
+    args.batch = p->batch;
+    args.m_blocks = (p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
+    args.items = args.m_blocks * p->heads_q * p->batch;  // check_items: fits
+
     args.causal = p->causal;
     args.softmax_scale_log2 = p->softmax_scale * static_cast<float>(M_LOG2E);
 
@@ -66,23 +71,32 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "cudaFuncSetAttribute(%d bytes of shared memory): %s", smem_bytes,
                        cudaGetErrorString(err));
-    const dim3 grid((p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM, p->heads_q, p->batch);
+    // Persistent: one CTA per SM (each takes all of an SM's shared memory), none idle.
+    int device = 0, sms = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "the SM count: %s", cudaGetErrorString(err));
+    const int grid = args.items < sms ? args.items : sms;
     kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;
 }
 
-// The grid's y and z (heads_q, batch) stop at 65535 on CUDA.
-flashprefill_status check_grid(const flashprefill_params *p)
+// The work items (query tiles of 128 rows x heads_q x batch; both kernels' kBlockM) are counted in int32.
+flashprefill_status check_items(const flashprefill_params *p)
 {
-    constexpr int kMaxGridYz = 65535;
-    if (p->heads_q > kMaxGridYz || p->batch > kMaxGridYz)
+    const int64_t items = (static_cast<int64_t>(p->seqlen_q) + 127) / 128 * p->heads_q * p->batch;
+    if (items > INT32_MAX)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                       "heads_q = %d or batch = %d exceeds this kernel's grid limit of %d", p->heads_q, p->batch,
-                       kMaxGridYz);
+                       "%lld work items (query tiles of 128 rows x heads_q = %d x batch = %d) exceed this kernel's "
+                       "limit of 2^31 - 1",
+                       static_cast<long long>(items), p->heads_q, p->batch);
     return FLASHPREFILL_SUCCESS;
 }
+static_assert(FwdConfig<FLASHPREFILL_DTYPE_BF16, 128, 128>::kBlockM == 128 &&
+                  FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>::kBlockM == 128,
+              "check_items counts tiles of 128 rows");
 
 constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
@@ -101,12 +115,12 @@ static_assert(kFp8BlockTokensMultiple<128, 128> % FwdConfig<FLASHPREFILL_DTYPE_F
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_items, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::check_items, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::check_items, fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<192, 128>, fp::check_grid, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
+     fp::kFp8BlockTokensMultiple<192, 128>, fp::check_items, fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

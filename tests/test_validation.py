@@ -123,8 +123,11 @@ CASES = [
      "out overlaps itself: out_stride_seq = 1016 is smaller than the 1024 elements"),
     ("out_stride_batch<seq span", valid_params, setter(out_stride_batch=1024 * 199), INVALID,
      "out overlaps itself: out_stride_batch"),
-    ("heads_q past the CUDA grid", lambda: valid_params(heads_q=70000, heads_kv=2), setter(), NOT_SUPPORTED,
-     "heads_q = 70000 or batch = 2 exceeds this kernel's grid limit of 65535"),
+    ("work items past int32",
+     lambda: with_fields(valid_params(heads_q=2**20, heads_kv=2, batch=2**11), q=2**48, out=2**49, k=2**50, v=2**51),
+     setter(), NOT_SUPPORTED,
+     "4294967296 work items (query tiles of 128 rows x heads_q = 1048576 x batch = 2048) exceed this kernel's "
+     "limit of 2^31 - 1"),
     ("out overlaps q", valid_params, setter(out=FAKE_POINTERS["q"] + 4096), INVALID,
      "out overlaps q: the output must not share memory with an input"),
     ("out is v", valid_params, setter(out=FAKE_POINTERS["v"]), INVALID, "out overlaps v"),
