@@ -135,6 +135,33 @@ def test_attention_torch_bf16():
         check_bf16_result(result.cpu().view(torch.int16).numpy().view(BF16), q, k, v, True)
 
 
+def test_attention_torch_direct_and_through_dlpack_agree(monkeypatch):
+    """torch tensors on torch's current stream are read directly (data_ptr, stride); on another stream they go
+    through DLPack, which orders that stream after the producer's. Both give the same bits, strided views
+    (q, k, v out of one packed qkv buffer) included, and fp8 with per-head descales too."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    batch, seq, heads, heads_kv, dim = 2, 300, 8, 2, 128
+    packed = torch.randn(batch, seq, heads + 2 * heads_kv, dim, device="cuda").to(torch.bfloat16)
+    q, k, v = packed.split([heads, heads_kv, heads_kv], dim=2)
+    q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+    descales = {name: torch.rand(batch, heads_kv, device="cuda") + 0.5 for name in ("q_descale", "k_descale",
+                                                                                      "v_descale")}
+    side = torch.cuda.Stream()
+    exports = []
+    export = _arrays._export_dlpack
+    monkeypatch.setattr(_arrays, "_export_dlpack", lambda obj, stream: exports.append(stream) or export(obj, stream))
+    for args, kwargs in (((q, k, v), {}), ((q8, k8, v8), descales)):
+        direct = fp.attention(*args, **kwargs)
+        assert not exports, "torch tensors on the current stream went through DLPack"
+        through_dlpack = fp.attention(*args, stream=side, **kwargs)  # not the current stream: DLPack
+        assert exports and set(exports) == {side.cuda_stream}
+        exports.clear()
+        side.synchronize()
+        torch.cuda.synchronize()
+        assert torch.isfinite(direct.float()).all()
+        assert torch.equal(direct.view(torch.int16), through_dlpack.view(torch.int16))
+
+
 def test_quantize_fp8_cupy_is_bit_identical_to_numpy():
     x = host_inputs((2, 300, 300, 4, 4, 128, 128))[0] * BF16.type(37)
     codes, scales = fp.quantize_fp8(to_cupy(x), block=128)

@@ -378,14 +378,45 @@ def device_of(obj, name):
     return _cai_device(obj, obj.__cuda_array_interface__, name)
 
 
+# torch dtypes read directly (the rest go through DLPack, which names or refuses them).
+_TORCH_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float32": "float32", "int8": "int8"}
+
+
+def _from_torch(obj, stream):
+    """A torch GPU tensor read directly (data_ptr, stride), or None where DLPack must do it: DLPack's export and
+    import cost tens of microseconds a tensor, a call's largest host cost. Only where no synchronisation is
+    needed, i.e. `stream` is torch's current stream on the tensor's device (or None), which torch orders its own
+    work on; and only where DLPack would accept the tensor (no autograd, a dtype of ITEMSIZE)."""
+    if not is_torch(obj) or obj.device.type != "cuda" or obj.requires_grad:
+        return None
+    dtype = _TORCH_DTYPES.get(str(obj.dtype).removeprefix("torch."))
+    if dtype is None:
+        return None
+    device = obj.device.index
+    if stream is not None and not _same_stream(stream, torch_current_stream(device)):
+        return None
+    return Tensor(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dtype, device, obj)
+
+
 def adapt(obj, name, stream, writable=False):
     """The Tensor of `obj`, its data ready for work enqueued on `stream` (a cudaStream_t handle, int; None when
     nothing will read the data, so no synchronisation is asked for)."""
     _check_device_array(obj, name)
+    direct = _from_torch(obj, stream)
+    if direct is not None:
+        return direct
     if _uses_dlpack(obj):
         _dlpack_device(obj, name)
         return tensor_from_capsule(_export_dlpack(obj, stream), obj, name, writable)
     return _from_cai(obj, name, stream, writable)
+
+
+def torch_current_stream(device):
+    """torch's current cudaStream_t on `device` (an int), through torch's raw accessor where it has one: the
+    public torch.cuda.current_stream builds a Stream object, several microseconds a call."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def is_torch(obj):
@@ -405,7 +436,7 @@ def resolve_stream(stream, like, device):
                 return handle
         raise TypeError(f"stream must be an int handle, a CuPy stream or a torch stream, not {type(stream).__name__}")
     if is_torch(like):
-        return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+        return torch_current_stream(device)
     cupy = sys.modules.get("cupy")
     return cupy.cuda.get_current_stream(device).ptr if cupy is not None else 0
 
