@@ -51,6 +51,20 @@ def assembly_sets(name):
     return {m.group(1): int(m.group(2), 0) for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*$", text, re.M)}
 
 
+@pytest.mark.parametrize("name", KERNELS)
+def test_register_names_do_not_share_a_register(name):
+    """Every SGPR / VGPR name of the kernel and its includes (`.set` / `.equiv` to a number) names its own
+    register. (The fp8 kernel once put its score scale in the SGPR of the wave index, which the ping-pong's
+    exit barrier reads: it passed the emulator only because waves that end release the barrier.)"""
+    text = assembly_text(name)
+    for kind in ("s", "v"):
+        names = {}
+        for m in re.finditer(rf"^\.(?:set|equiv) ({kind}_\w+), (\d+)\b", text, re.M):
+            names.setdefault(int(m.group(2)), []).append(m.group(1))
+        shared = {n: sorted(set(ns)) for n, ns in names.items() if len(set(ns)) > 1}
+        assert not shared, f"{name}: {kind.upper()}GPRs named twice: {shared}"
+
+
 @pytest.fixture(scope="module")
 def c_kernarg(tmp_path_factory):
     if shutil.which("cc") is None:

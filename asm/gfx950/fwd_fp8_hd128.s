@@ -5,10 +5,11 @@
 // of 64 keys (two S^T tiles of 32, since P.V contracts over 64 keys):
 //   S^T_T = K_T Q^T                  2 MFMAs per tile T, A = K (32 keys x 64 dims), B = Q^T (64 dims x queries)
 //   masked to -inf where key > limit(query); m_new = max(m, max_keys S * scale)
-//   P codes = the e4m3 code of 2^(S * scale - m_new + 8), exp-free: one FMA with the magic constant 1.5 * 2^15
-//             puts round(8 (S * scale - m_new) + 120 - 0.34) into byte 1, an integer max clamps it at 0,
-//             a shift-or packs four codes per register (the same numerics as the Hopper kernel,
-//             cuda/expfree.cuh; numpy model flashprefill.fp8.expfree_codes)
+//   P codes = the e4m3 code of 2^(S * scale - m_new + 8), exp-free: one FMA computes
+//             y = (8 (S * scale - m_new) + 120 - 0.34) 2^-24, v_cvt_pk_f16_f32 with clamp rounds two y to
+//             float16 subnormals whose bits are the codes (negative ones 0), and a byte permute packs four
+//             codes per register (the numerics of the Hopper kernel, cuda/expfree.cuh; numpy model
+//             flashprefill.fp8.expfree_codes(encoder="f16"))
 //   l = l 2^(m - m_new) + sum of the codes decoded (the P that P.V uses); O^T *= 2^(m - m_new)
 //   O^T += V^T P^T                   4 MFMAs, A = V^T (32 dims x 64 keys), B = P^T (64 keys x queries)
 // then O = O^T * v_descale / l (rows < seqlen_q), lse = ln 2 (m - 8 + log2 l). scale = softmax_scale log2(e)
@@ -34,21 +35,23 @@
 .set kRowChunksLog2, 3  // 8 16-byte chunks per row
 .set kTileKeysLog2, 6
 .set kPOffsetLog2, 8    // p' = 2^(t - m + 8): the row max lands on code 0x78 (256)
-.set kMagicBits, 0x47400000   // 1.5 * 2^15
-.set kRowBaseBits, 0x47407829 // float32(1.5 * 2^15 + 56 - 0.34 + 8 * kPOffsetLog2 + 0.5)
-.set kMinusEightBits, 0xc1000000
+.set kCodeScaleBits, 0x35000000     // 2^-21: 8 code steps per unit of log2, one code step being 2^-24
+.set kRowBaseBits, 0x36ef51ec       // float32(56 - 0.34 + 8 * kPOffsetLog2) * 2^-24
+.set kMinusEightBits, 0xb5000000    // -8 * 2^-24
+.set kCodeBytes, 0x06040200         // v_perm_b32: bytes 0 and 2 of S1, then of S0 (the low bytes of four halves)
 .if kHeadDim != 128 || kBlockQ != 32 || kBlockKey != 32 || kPOffsetLog2 != 8
 .error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
 .endif
 
-// ---- SGPRs from 89 (fwd_contract.inc has the rest) ----------------------------------------------------------
-.set s_scale_qk, 89     // softmax_scale * log2(e) * q_descale * k_descale (of this tile's key block)
-.set s_scale8, 90       // 8 * s_scale_qk
+// ---- SGPRs that fwd_contract.inc leaves free: 77, 90-95, 98 ---------------------------------------------------
+.set s_scale_qk, 77     // softmax_scale * log2(e) * q_descale * k_descale (of this tile's key block)
+.set s_scale8, 90       // 8 * s_scale_qk * 2^-24 (the code multiplier)
 .set s_q_factor, 91     // q descale: a factor, or 2^exponent of this wave's query block
 .set s_k_factor, 92     // k descale: a factor, or 2^exponent of this tile's key block
 .set s_scale_q, 93      // softmax_scale * log2(e) * q descale
 .set s_exp_block, 94    // a per-block scale's block index
 .set s_heads_kv, 95
+.set s_code_bytes, 98   // kCodeBytes
 
 // ---- VGPRs from 24 (0..23: fwd_contract.inc) ----------------------------------------------------------------
 .set v_q, 24            // v[24:39]   B = Q^T, K-step s in v[v_q + 8 s : + 7]
@@ -109,7 +112,7 @@
     v_mov_b32 v[v_t0], s[s_scale_q]
     v_mul_f32 v[v_t0], s[s_k_factor], v[v_t0]
     v_readfirstlane_b32 s[s_scale_qk], v[v_t0]
-    v_mul_f32 v[v_t0], 0x41000000, v[v_t0]
+    v_mul_f32 v[v_t0], kCodeScaleBits, v[v_t0]
     v_readfirstlane_b32 s[s_scale8], v[v_t0]
     if_exponents s_v_exponents, .Lv_scale_done\@
     udiv s_exp_block, s_key0, s_v_block_tokens
@@ -176,23 +179,24 @@
     mask_scores 32
     online_max 32, s_scale_qk
 
-    // row constant = magic + 56 - c + 8 offset + 0.5 - 8 m_used (one rounding, as fmaf(-8, m, K))
+    // row constant = (56 - c + 8 offset - 8 m_used) 2^-24 (one rounding, as fmaf(-8, m, K) scaled exactly)
     v_mul_f32 v[v_t0], kMinusEightBits, v[v_m_used]
     v_add_f32 v[v_row_constant], kRowBaseBits, v[v_t0]
-    // codes: byte 1 of max(fma(S, scale8, row constant), magic); VGPR w packs registers 4 w .. 4 w + 3
+    // y = fma(S, scale8, row constant) per register; register pairs into float16 subnormals, clamped at 0
     .set r_, 0
     .rept 32
     v_fma_f32 v[v_s + r_], v[v_s + r_], s[s_scale8], v[v_row_constant]
-    v_max_i32 v[v_s + r_], kMagicBits, v[v_s + r_]
-    v_lshrrev_b32 v[v_s + r_], 8, v[v_s + r_]
-    v_and_b32 v[v_s + r_], 0xff, v[v_s + r_]
     .set r_, r_ + 1
     .endr
+    .set r_, 0
+    .rept 16
+    v_cvt_pk_f16_f32 v[v_s + r_], v[v_s + r_], v[v_s + r_ + 1] clamp
+    .set r_, r_ + 2
+    .endr
+    // VGPR w packs the codes of registers 4 w .. 4 w + 3: the low bytes of the halves of two conversions
     .set w_, 0
     .rept 8
-    v_lshl_or_b32 v[v_t0], v[v_s + 4 * w_ + 1], 8, v[v_s + 4 * w_]
-    v_lshl_or_b32 v[v_t0], v[v_s + 4 * w_ + 2], 16, v[v_t0]
-    v_lshl_or_b32 v[v_p + w_], v[v_s + 4 * w_ + 3], 24, v[v_t0]
+    v_perm_b32 v[v_p + w_], v[v_s + 4 * w_ + 2], v[v_s + 4 * w_], s[s_code_bytes]
     .set w_, w_ + 1
     .endr
 
@@ -238,6 +242,7 @@ fwd_fp8_hd128:
     v_readfirstlane_b32 s[s_scale_q], v[v_t0]
     v_mov_b32 v[v_vscale], 127
     v_mov_b32 v[v_one_e8m0], 127
+    s_mov_b32 s[s_code_bytes], kCodeBytes
 
     // per-lane LDS offsets of the operands: K row lane % 32 at 16 bytes * half; V column lane % 32 at row 4 h
     v_lshlrev_b32 v[v_k_lds], 7, v[v_l32]

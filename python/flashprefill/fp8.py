@@ -182,11 +182,13 @@ def fma_f32(a, b, c):
 # constant C_row is itself a float32 integer, which drops c and the fraction of 8·m: each row and tile gets its
 # own rounding offset of up to half a code step. With k = 15 (code_byte 1) there are 8 fraction bits below the
 # code; the code is byte 1 of the float, and adding 0.5 to C_row turns the byte's truncation into rounding.
-# Either byte is picked by the same byte permute (PRMT) that packs four codes per register. (The gfx950 kernel.)
+# Either byte is picked by the same byte permute (PRMT) that packs four codes per register; an integer max
+# clamps codes below 0. (Both kernels did this before kernel v12; the model keeps it for comparison.)
 #
-# encoder "f16" (the Hopper kernel) needs no magic and no clamp: its FFMA computes y = b·2^-24 (every constant
-# scaled by 2^-24, which changes no float32 rounding), and cvt.rn.relu.f16x2.f32 rounds two such y to float16
-# subnormals (unit 2^-24, up to 1023) whose bits are round(b), ties to even, or 0 where b < 0.
+# encoder "f16" (both kernels now) needs no magic and no clamp: the FMA computes y = b·2^-24 (every constant
+# scaled by 2^-24, which changes no float32 rounding), and one conversion rounds two such y to float16
+# subnormals (unit 2^-24, up to 1023) whose bits are round(b), ties to even, or 0 where b < 0: Hopper's
+# cvt.rn.relu.f16x2.f32, gfx950's v_cvt_pk_f16_f32 with clamp (to [0, 1]).
 
 EXPFREE_MAGIC = {0: 1.5 * 2.0**23, 1: 1.5 * 2.0**15}
 SUBNORMAL_RULES = ("linear", "flush")
@@ -206,7 +208,7 @@ def expfree_relative_error_bound(c):
 
 
 def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
-                  encoder="magic"):
+                  encoder="f16"):
     """Bit-exact model of the kernel's exp-free encoder: e4m3 codes of p' ≈ 2^(s·scale_log2 - m + offset_log2).
 
     s: float32 raw scores q·k (rows, cols) or any (..., cols); masked entries -inf (they give code 0).
@@ -223,9 +225,9 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
     code_byte: 0 or 1, the byte of the FFMA result that holds the code (magic 1.5·2^23 or 1.5·2^15). Measured
         kernel-only relative L2 of attention_fp8_model on N(0,1), hd128, S=512-4096: 2.2-2.5e-2 for 1,
         3.1-3.4e-2 for 0, against 1.8-2.1e-2 for P rounded by ml_dtypes at the exact max. Hence the default 1.
-    encoder: "magic" (the gfx950 kernel; code_byte applies) or "f16" (the Hopper kernel; code_byte unused).
+    encoder: "f16" (both kernels; code_byte unused) or "magic" (the earlier integer-clamp encoder).
     NaN scores give code 0 with "magic" (the clamp keeps NaN's bits, whose code byte is 0); with "f16" they
-    give 0xff (float16 NaN's low byte, an e4m3 NaN), so NaN reaches the output.
+    give 0xff as on Hopper (float16 NaN's low byte, an e4m3 NaN; gfx950's clamp turns NaN into 0: code 0).
 
     The float32 steps, as the kernels do them ("magic"):
         scale8 = f32(8·scale_log2); K = f32(magic + 56 - c + 8·offset_log2 + 0.5·code_byte)   (host)
@@ -258,7 +260,7 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
 
 
 def _f16_subnormal_codes(xp, s, scale_log2, row_max_log2, offset_log2, c):
-    """expfree_codes' "f16" encoder (the Hopper kernel's FFMA and cvt.rn.relu.f16x2.f32)."""
+    """expfree_codes' "f16" encoder (the kernels' FMA and float16 conversion)."""
     scale8 = xp.asarray(8 * scale_log2, dtype=xp.float32)
     row_constant_base = xp.asarray(56 - c + 8 * offset_log2, dtype=xp.float32)
     row_max = xp.asarray(row_max_log2, dtype=xp.float32)
@@ -277,7 +279,7 @@ def expfree_decode(codes, offset_log2=8):
 
 
 def expfree_probabilities(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
-                          encoder="magic"):
+                          encoder="f16"):
     """Codes as expfree_codes, plus float64 (...,) row sums of the decoded probabilities (what the kernel sums:
     the probabilities P·V actually used, relative to the row max)."""
     codes = expfree_codes(s, scale_log2, row_max_log2, offset_log2, c, subnormal, code_byte, encoder)
@@ -298,7 +300,7 @@ def _dequantize(codes, descale):
 
 def attention_fp8_model(q_codes, k_codes, v_codes, q_descale, k_descale, v_descale, *, causal=True,
                         softmax_scale=None, kv_tile=128, offset_log2=8, c=0.34, subnormal="linear", code_byte=1,
-                        encoder="magic", return_lse=False):
+                        encoder="f16", return_lse=False):
     """Emulation of the FP8 kernel pipeline (float64 except where the kernel rounds to float32 or e4m3).
 
     q_codes uint8 (batch, seqlen_q, heads_q, dim_qk); k_codes uint8 (batch, seqlen_k, heads_kv, dim_qk);

@@ -26,6 +26,8 @@ class KernelDescriptor:
     vgprs: int                  # arch + acc VGPRs per lane, as allocated (granule-rounded)
     accum_offset: int           # first AGPR in the unified file; arch VGPRs are below it
     denorm_mode_32: int         # 0 flush inputs and outputs, 1 outputs, 2 inputs, 3 none
+    denorm_mode_16_64: int      # the same for float16 and float64
+    dx10_clamp: bool            # the clamp modifier turns NaN into 0
     ieee_mode: bool
     user_sgpr_count: int
     workgroup_id_enable: tuple  # (x, y, z)
@@ -46,6 +48,8 @@ class KernelDescriptor:
             vgprs=((rsrc1 & 0x3F) + 1) * _VGPR_GRANULE,
             accum_offset=((rsrc3 & 0x3F) + 1) * 4,
             denorm_mode_32=(rsrc1 >> 16) & 3,
+            denorm_mode_16_64=(rsrc1 >> 18) & 3,
+            dx10_clamp=bool((rsrc1 >> 21) & 1),
             ieee_mode=bool((rsrc1 >> 23) & 1),
             user_sgpr_count=(rsrc2 >> 1) & 0x1F,
             workgroup_id_enable=tuple(bool((rsrc2 >> b) & 1) for b in (7, 8, 9)),

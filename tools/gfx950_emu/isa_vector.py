@@ -22,6 +22,7 @@ approximations, all deliberate:
 import ml_dtypes
 import numpy as np
 
+from .errors import EmulatorError, at
 from .isa import semantics
 from .state import LANES, bits_to_mask, mask_to_bits
 
@@ -209,6 +210,26 @@ def v_cvt_pk_bf16_f32(wave, ins, ctx):
     lo = f32_to_bf16_bits(_f(wave, ins, 1))
     hi = f32_to_bf16_bits(_f(wave, ins, 2))
     wave.write_lanes(ins.ops[0], lo | (hi << U32(16)), ins)
+
+
+@semantics("v_cvt_pk_f16_f32", mods=("clamp",))
+def v_cvt_pk_f16_f32(wave, ins, ctx):
+    """D[15:0] = f16(S0), D[31:16] = f16(S1) (gfx950), round to nearest even; output denormals kept or flushed
+    per the descriptor's FLOAT_DENORM_MODE_16_64. `clamp` saturates each half to [0, 1], NaN to 0 in DX10
+    clamp mode (the only mode emulated with it)."""
+    halves = []
+    for i in (1, 2):
+        x = _f(wave, ins, i)
+        with np.errstate(all="ignore"):
+            h = x.astype(np.float16)  # numpy: round to nearest even, subnormals kept
+        if wave.flush_out_16:
+            h = np.where(np.abs(h) < np.float16(2.0 ** -14), np.copysign(np.float16(0), h), h)
+        if ins.mods.get("clamp"):
+            if not wave.dx10_clamp:
+                raise EmulatorError(f"clamp outside DX10 clamp mode is not emulated: {at(ins)}")
+            h = np.where(np.isnan(h), np.float16(0), np.clip(h, np.float16(0), np.float16(1)))
+        halves.append(h.astype(np.float16).view(np.uint16).astype(U32))
+    wave.write_lanes(ins.ops[0], halves[0] | (halves[1] << U32(16)), ins)
 
 
 _E4M3_TO_F32 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)

@@ -59,6 +59,8 @@ class WaveState:
         self.num_agprs = descriptor.agprs
         self.flush_in = descriptor.denorm_mode_32 in (0, 2)
         self.flush_out = descriptor.denorm_mode_32 in (0, 1)
+        self.flush_out_16 = descriptor.denorm_mode_16_64 in (0, 1)
+        self.dx10_clamp = descriptor.dx10_clamp
 
     # ---- EXEC ---------------------------------------------------------------------
     @property
