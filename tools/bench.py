@@ -2,11 +2,15 @@
 inputs, one process.
 
 Per shape: three input sets (rotated, so L2 does not flatter), warm-up, then `rounds` rounds in which every
-implementation is timed `launches` times in turn with CUDA events. Reported: the median TFLOP/s over all
-launches and the spread (max - min of the per-round medians, relative to the median). FLOPs of causal
-attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
+implementation is timed in turn with CUDA events, two ways:
+  per call      `launches` calls, each between its own two events and waited for: what one call from Python
+                costs, host work (argument handling, the launch) included;
+  back to back  `launches` calls between one pair of events, not waited for in between: the GPU-bound time per
+                call, as an engine that issues its work asynchronously sees it.
+Reported for each: the median TFLOP/s and the spread (max - min of the per-round medians, relative to the
+median). FLOPs of causal attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
 
-    python tools/bench.py [--out DIR] [--quick]
+    python tools/bench.py [--out DIR] [--quick] [--shapes TEXT]
 writes DIR/bench.json, DIR/bench.md and DIR/bench.png (default bench/results/).
 """
 import argparse
@@ -62,6 +66,18 @@ def time_launches(fn, launches):
     return times
 
 
+def time_back_to_back(fn, launches):
+    """Milliseconds per call of `launches` calls issued back to back between one pair of events."""
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / launches
+
+
 def bench_shape(shape, rounds, launches):
     name, batch, seq, hq, hkv, dqk, dv = shape
     flops = batch * hq * seq * seq * (dqk + dv)
@@ -78,17 +94,23 @@ def bench_shape(shape, rounds, launches):
             runs.pop(peer, None)
     per_round = {peer: [] for peer in runs}
     all_times = {peer: [] for peer in runs}
+    burst_rounds = {peer: [] for peer in runs}
     for r in range(rounds):
         for peer, fns in runs.items():
             fn = fns[r % INPUT_SETS]
             times = time_launches(fn, launches)
             per_round[peer].append(statistics.median(times))
             all_times[peer] += times
+            burst_rounds[peer].append(time_back_to_back(fn, launches))
     for peer in runs:
         median_ms = statistics.median(all_times[peer])
         rounds_ms = per_round[peer]
+        burst_ms = statistics.median(burst_rounds[peer])
         rows[peer] = {"dtype": PEERS[peer][0], "median_ms": median_ms, "tflops": flops / median_ms / 1e9,
-                      "spread": (max(rounds_ms) - min(rounds_ms)) / median_ms, "round_medians_ms": rounds_ms}
+                      "spread": (max(rounds_ms) - min(rounds_ms)) / median_ms, "round_medians_ms": rounds_ms,
+                      "back_to_back_ms": burst_ms, "back_to_back_tflops": flops / burst_ms / 1e9,
+                      "back_to_back_spread": (max(burst_rounds[peer]) - min(burst_rounds[peer])) / burst_ms,
+                      "back_to_back_rounds_ms": burst_rounds[peer]}
     del sets, runs
     torch.cuda.empty_cache()
     return {"shape": name, "batch": batch, "seq": seq, "heads_q": hq, "heads_kv": hkv, "dim_qk": dqk,
@@ -97,15 +119,18 @@ def bench_shape(shape, rounds, launches):
 
 def markdown(results, device):
     peers = list(PEERS)
-    lines = [f"Causal prefill, TFLOP/s (median; ± spread of round medians), {device}", "",
-             "| shape | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
-    for shape in results:
-        cells = []
-        for peer in peers:
-            r = shape["results"].get(peer, {})
-            cells.append(f"{r['tflops']:.0f} ±{100 * r['spread']:.0f}%" if "tflops" in r else "—")
-        lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
-    lines.append("")
+    lines = []
+    for title, key, spread in (("per call from Python, host included", "tflops", "spread"),
+                               ("launched back to back (GPU-bound)", "back_to_back_tflops", "back_to_back_spread")):
+        lines += [f"Causal prefill, TFLOP/s {title} (median; ± spread of round medians), {device}", "",
+                  "| shape | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
+        for shape in results:
+            cells = []
+            for peer in peers:
+                r = shape["results"].get(peer, {})
+                cells.append(f"{r[key]:.0f} ±{100 * r[spread]:.0f}%" if key in r else "—")
+            lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
+        lines.append("")
     for shape in results:
         for peer, r in shape["results"].items():
             if "unavailable" in r:
@@ -140,6 +165,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
+    ap.add_argument("--shapes", default=None, help="only the shapes whose name contains this text, e.g. 4k")
     ap.add_argument("--ablation", action="store_true", help="the FP8 ablation instead (tools/ablation.py)")
     args = ap.parse_args()
     if args.ablation:
@@ -147,6 +173,7 @@ def main():
         ablation.main(["--out", args.out, "--rounds", str(args.rounds), "--launches", str(args.launches)])
         return
     shapes = [s for s in SHAPES if "16k" in s[0]] if args.quick else SHAPES
+    shapes = [s for s in shapes if args.shapes is None or args.shapes in s[0]]
     device = torch.cuda.get_device_name()
     results = [bench_shape(s, args.rounds, args.launches) for s in shapes]
     os.makedirs(args.out, exist_ok=True)
