@@ -62,7 +62,7 @@ $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
 
 # Ablation builds for `tools/bench.py --ablation`: the library with one idea switched off (cuda/fwd_config.cuh).
-ABLATIONS := expfree pingpong
+ABLATIONS := expfree split1 split2 pingpong
 ablation: $(ABLATIONS:%=$(BUILD)/ablation/%/libflashprefill.so)
 
 $(BUILD)/ablation/%/libflashprefill.so: $(C_SRC) $(CU_SRC) $(HEADERS)

@@ -46,50 +46,44 @@ struct ExpFree {
         return ptx::cvt_rn_relu_f16x2_f32(fmaf(s_lo, multiplier, row_constant), fmaf(s_hi, multiplier, row_constant));
     }
 
-    // The A fragments of P for one 128-key tile (4 wgmma K steps of 32), from the raw scores s. Keys are in
+    // The A fragment of P for K step `step` (32 keys) of a 128-key tile, from the raw scores s. Keys are in
     // the order of fp8_transpose.cuh: per 16-column group, a thread's columns {2c, 2c+1, 2c+8, 2c+9}.
-    __device__ __forceinline__ static void pack_p(const float (&s)[kAccRegs], float multiplier,
-                                                  const float (&row_constant)[2], uint32_t (&p)[16])
+    __device__ __forceinline__ static void pack_step(const float (&s)[kAccRegs], float multiplier,
+                                                     const float (&row_constant)[2], int step, uint32_t (&p)[16])
     {
+        uint32_t pair[8];  // elements (2i, 2i + 1) of the step's 16, both of half acc_half(2i)
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-            uint32_t pair[8];  // elements (2i, 2i + 1) of the step's 16, both of half acc_half(2i)
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-                pair[i] = code_pair(s[16 * step + 2 * i], s[16 * step + 2 * i + 1], multiplier,
-                                    row_constant[acc_half(2 * i)]);
-            // bytes 0 and 2 of each of two pairs: elements {0, 1, 4, 5}, {2, 3, 6, 7}, {8, 9, 12, 13}, ...
-            p[4 * step + 0] = ptx::prmt(pair[0], pair[2], 0x6420);
-            p[4 * step + 1] = ptx::prmt(pair[1], pair[3], 0x6420);
-            p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
-            p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
-        }
+        for (int i = 0; i < 8; ++i)
+            pair[i] = code_pair(s[16 * step + 2 * i], s[16 * step + 2 * i + 1], multiplier,
+                                row_constant[acc_half(2 * i)]);
+        // bytes 0 and 2 of each of two pairs: elements {0, 1, 4, 5}, {2, 3, 6, 7}, {8, 9, 12, 13}, ...
+        p[4 * step + 0] = ptx::prmt(pair[0], pair[2], 0x6420);
+        p[4 * step + 1] = ptx::prmt(pair[1], pair[3], 0x6420);
+        p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
+        p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
     }
 };
 
-// The MUFU path the exp-free codes replace, for the ablation (FP_ABLATE_EXPFREE): p' = ex2(s * scale_log2 -
-// max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree::pack_p.
+// The MUFU path the exp-free codes replace, for the ablation (fwd_config.cuh, FP_MUFU_STEPS): p' =
+// ex2(s * scale_log2 - max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree.
 template <int kOffsetLog2>
 struct Exp2Codes {
-    __device__ __forceinline__ static void pack_p(const float (&s)[kAccRegs], float scale_log2,
-                                                  const float (&max_used)[2], uint32_t (&p)[16])
+    __device__ __forceinline__ static void pack_step(const float (&s)[kAccRegs], float scale_log2,
+                                                     const float (&max_used)[2], int step, uint32_t (&p)[16])
     {
         const float shift[2] = {max_used[0] - kOffsetLog2, max_used[1] - kOffsetLog2};
+        float v[16];
 #pragma unroll
-        for (int step = 0; step < 4; ++step) {
-            float v[16];
-#pragma unroll
-            for (int e = 0; e < 16; ++e)
-                v[e] = ptx::ex2_approx_ftz(fmaf(s[16 * step + e], scale_log2, -shift[acc_half(e)]));
-            auto pack = [&](int a, int b, int c, int d) {
-                return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
-                       static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
-            };
-            p[4 * step + 0] = pack(0, 1, 4, 5);
-            p[4 * step + 1] = pack(2, 3, 6, 7);
-            p[4 * step + 2] = pack(8, 9, 12, 13);
-            p[4 * step + 3] = pack(10, 11, 14, 15);
-        }
+        for (int e = 0; e < 16; ++e)
+            v[e] = ptx::ex2_approx_ftz(fmaf(s[16 * step + e], scale_log2, -shift[acc_half(e)]));
+        auto pack = [&](int a, int b, int c, int d) {
+            return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
+                   static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
+        };
+        p[4 * step + 0] = pack(0, 1, 4, 5);
+        p[4 * step + 1] = pack(2, 3, 6, 7);
+        p[4 * step + 2] = pack(8, 9, 12, 13);
+        p[4 * step + 3] = pack(10, 11, 14, 15);
     }
 };
 

@@ -14,6 +14,15 @@
 #ifndef FP_ABLATE_PINGPONG
 #define FP_ABLATE_PINGPONG 0  // 1: the consumer warpgroups issue their wgmma without taking turns
 #endif
+#ifndef FP_ABLATE_SPLIT1
+#define FP_ABLATE_SPLIT1 0  // 1: one K step of four (32 of 128 keys) by MUFU, the rest exp-free
+#endif
+#ifndef FP_ABLATE_SPLIT2
+#define FP_ABLATE_SPLIT2 0  // 1: two K steps of four by MUFU, two exp-free
+#endif
+// fp8: how many of the four K steps of a tile's probabilities go through MUFU ex2 + cvt (the rest exp-free):
+// both pipes at once may beat either alone (issue 4).
+#define FP_MUFU_STEPS (FP_ABLATE_EXPFREE ? 4 : FP_ABLATE_SPLIT2 ? 2 : FP_ABLATE_SPLIT1 ? 1 : 0)
 
 namespace fp {
 

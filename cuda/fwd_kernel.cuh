@@ -358,13 +358,18 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
         float max_used[2];
         online_max.update(s, scale_log2, rescale, max_used);
-        if constexpr (Config::kIsFp8 && FP_ABLATE_EXPFREE) {
-            Exp2Codes<Input::kPOffsetLog2>::pack_p(s, scale_log2, max_used, codes);
-        } else if constexpr (Config::kIsFp8) {
+        if constexpr (Config::kIsFp8) {
+            using Codes = ExpFree<Input::kPOffsetLog2>;
             float row_constant[2];
-            ExpFree<Input::kPOffsetLog2>::row_constants(max_used, row_constant);
-            ExpFree<Input::kPOffsetLog2>::pack_p(s, ExpFree<Input::kPOffsetLog2>::score_multiplier(scale_log2),
-                                                 row_constant, codes);
+            Codes::row_constants(max_used, row_constant);
+            const float multiplier = Codes::score_multiplier(scale_log2);
+#pragma unroll
+            for (int step = 0; step < kPvSteps; ++step) {
+                if (step < FP_MUFU_STEPS)
+                    Exp2Codes<Input::kPOffsetLog2>::pack_step(s, scale_log2, max_used, step, codes);
+                else
+                    Codes::pack_step(s, multiplier, row_constant, step, codes);
+            }
         } else {
             float tile_sum[2];
             exp2_in_place(s, scale_log2, max_used, Input::kPOffsetLog2, tile_sum);

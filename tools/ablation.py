@@ -6,6 +6,8 @@ side by side in one process with FlashAttention-3 fp8.
 Variants (fp8, hd128 causal):
   full            the library: exp-free probabilities, ping-pong, FA3-style per-(batch, kv head) factors
   exp-free off    build/ablation/expfree: probabilities by MUFU ex2 + cvt to e4m3  (`make ablation`)
+  MUFU 1/4, 2/4   build/ablation/split1, split2: that share of each tile's probabilities by MUFU, the rest
+                  exp-free (both pipes at once)
   ping-pong off   build/ablation/pingpong: the two consumer warpgroups issue without taking turns
   block scales    per-block power-of-two scales (128 tokens), inputs quantized beforehand
   + rotation      q and k rotated and quantized per block by the GPU quantizer inside every timed call
@@ -46,6 +48,8 @@ def variants():
     ablated = lambda name: os.path.join(ROOT, "build", "ablation", name, "libflashprefill.so")
     return [("full", None, PEERS["flashprefill fp8"][1]),
             ("exp-free off", ablated("expfree"), PEERS["flashprefill fp8"][1]),
+            ("MUFU for 1/4 of P", ablated("split1"), PEERS["flashprefill fp8"][1]),
+            ("MUFU for 2/4 of P", ablated("split2"), PEERS["flashprefill fp8"][1]),
             ("ping-pong off", ablated("pingpong"), PEERS["flashprefill fp8"][1]),
             ("block scales", None, PEERS["flashprefill fp8 blocks"][1]),
             ("block scales + rotation, quantizer timed", None, PEERS["flashprefill fp8 + quantizer"][1]),
