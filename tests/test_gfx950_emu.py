@@ -235,6 +235,51 @@ def test_denormals_follow_the_descriptor_mode(tmp_path, denorm_mode):
     np.testing.assert_array_equal(out, expect)
 
 
+def test_packed_f32_op_sel(tmp_path, rng):
+    """v_pk_mul/add/fma_f32 on register pairs: op_sel_hi:[1,0] gives both halves the low half of source 1 (the
+    broadcast compilers emit), op_sel picks the high half for the low result."""
+    x = rng.standard_normal(64).astype(np.float32)
+    y = rng.standard_normal(64).astype(np.float32)
+    body = """
+  global_load_dword v2, v1, s[6:7]
+  global_load_dword v3, v1, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_mov_b32 v4, 0x3e000000
+  v_mov_b32 v5, 0x7fc00000
+  v_pk_mul_f32 v[10:11], v[2:3], v[4:5] op_sel_hi:[1,0]
+  v_pk_add_f32 v[12:13], v[2:3], v[2:3] op_sel:[1,0]
+  v_pk_fma_f32 v[14:15], v[2:3], v[2:3], v[4:5]
+""" + store_rows([f"v{i}" for i in range(10, 16)])
+    out, _ = run(tmp_path, body, np.zeros((6, 64), np.float32), (x, y))
+    f32 = np.float32
+    expect = [x * f32(0.125), y * f32(0.125), y + x, y + y,
+              (x.astype(np.float64) * x + 0.125).astype(f32), np.full(64, np.nan, f32)]
+    for row, e in zip(out[:5], expect[:5]):
+        np.testing.assert_array_equal(row, e)
+    assert np.isnan(out[5]).all()  # y * y + NaN
+
+
+def test_cvt_pk_f16_clamp_keeps_subnormals(tmp_path, rng):
+    """v_cvt_pk_f16_f32: round to nearest even into float16, subnormals kept (FLOAT_DENORM_MODE_16_64 = 3, the
+    default); clamp saturates to [0, 1] and turns NaN into 0 (DX10 clamp, the default): the exp-free code path."""
+    codes = np.arange(64, dtype=np.float32) * 2 - 3  # -3 .. 123 code steps of 2^-24
+    x = (codes + 0.5) * np.float32(2.0**-24)  # ties: round to even
+    y = np.array([-1.0, np.nan, 2.0, 0.25] * 16, np.float32)
+    body = """
+  global_load_dword v2, v1, s[6:7]
+  global_load_dword v3, v1, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_cvt_pk_f16_f32 v10, v2, v3 clamp
+  v_cvt_pk_f16_f32 v11, v2, v2
+""" + store_rows(["v10", "v11"])
+    out, _ = run(tmp_path, body, np.zeros((2, 64), np.uint32), (x, y))
+    lo = out[0] & 0x7FFF  # the sign of a clamped -0 is not pinned (the kernels read the low byte only)
+    even = np.where(codes + 0.5 < 0, 0, np.round(codes + 0.5))  # numpy rounds half to even
+    np.testing.assert_array_equal(lo, even)
+    np.testing.assert_array_equal(out[0] >> 16, np.array([0, 0, 0x3C00, 0x3400] * 16))  # -1, NaN, 2 -> 0, 0, 1
+    np.testing.assert_array_equal(out[1] & 0xFFFF, x.astype(np.float16).view(np.uint16))
+
+
 def test_cvt_pk_bf16_rounds_to_nearest_even(tmp_path, rng):
     x = rng.standard_normal(64).astype(np.float32)
     y = rng.standard_normal(64).astype(np.float32)

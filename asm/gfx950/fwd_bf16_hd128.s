@@ -120,18 +120,27 @@
     .endr
     mask_scores 16
     online_max 16
+    // p = 2^(t - m_used): the subtraction two registers per v_pk_add_f32 (-m_used in v_t0, the low half of
+    // the pair v_t0, v_t1 that op_sel_hi:[1,0] gives to both halves)
+    .if (v_s % 2) || (v_t0 % 2) || (v_t2 % 2)
+    .error "v_pk_add_f32 takes even-aligned register pairs"
+    .endif
+    v_sub_f32 v[v_t0], 0, v[v_m_used]
     .set r_, 0
-    .rept 16
-    v_sub_f32 v[v_s + r_], v[v_s + r_], v[v_m_used]
+    .rept 8
+    v_pk_add_f32 v[v_s + r_:v_s + r_ + 1], v[v_s + r_:v_s + r_ + 1], v[v_t0:v_t0 + 1] op_sel_hi:[1,0]
     v_exp_f32 v[v_s + r_], v[v_s + r_]
-    .set r_, r_ + 1
+    v_exp_f32 v[v_s + r_ + 1], v[v_s + r_ + 1]
+    .set r_, r_ + 2
     .endr
-    v_add_f32 v[v_t2], v[v_s], v[v_s + 1]
-    .set r_, 2
-    .rept 14
-    v_add_f32 v[v_t2], v[v_t2], v[v_s + r_]
-    .set r_, r_ + 1
+    // this lane's row sum of p, in the pair v_t2, v_t3
+    v_pk_add_f32 v[v_t2:v_t3], v[v_s:v_s + 1], v[v_s + 2:v_s + 3]
+    .set r_, 4
+    .rept 6
+    v_pk_add_f32 v[v_t2:v_t3], v[v_t2:v_t3], v[v_s + r_:v_s + r_ + 1]
+    .set r_, r_ + 2
     .endr
+    v_add_f32 v[v_t2], v[v_t2], v[v_t3]
     v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
     rescale_o
     .set u_, 0

@@ -182,11 +182,16 @@
     // row constant = (56 - c + 8 offset - 8 m_used) 2^-24 (one rounding, as fmaf(-8, m, K) scaled exactly)
     v_mul_f32 v[v_t0], kMinusEightBits, v[v_m_used]
     v_add_f32 v[v_row_constant], kRowBaseBits, v[v_t0]
-    // y = fma(S, scale8, row constant) per register; register pairs into float16 subnormals, clamped at 0
+    // y = fma(S, scale8, row constant), two registers per v_pk_fma_f32 (op_sel_hi:[1,0,0]: both halves take
+    // the low halves of s[s_scale8:+1] and v[v_row_constant:+1]); register pairs into float16 subnormals,
+    // clamped at 0
+    .if (v_s % 2) || (s_scale8 % 2) || (v_row_constant % 2)
+    .error "v_pk_fma_f32 takes even-aligned register pairs"
+    .endif
     .set r_, 0
-    .rept 32
-    v_fma_f32 v[v_s + r_], v[v_s + r_], s[s_scale8], v[v_row_constant]
-    .set r_, r_ + 1
+    .rept 16
+    v_pk_fma_f32 v[v_s + r_:v_s + r_ + 1], v[v_s + r_:v_s + r_ + 1], s[s_scale8:s_scale8 + 1], v[v_row_constant:v_row_constant + 1] op_sel_hi:[1,0,0]
+    .set r_, r_ + 2
     .endr
     .set r_, 0
     .rept 16
@@ -200,19 +205,19 @@
     .set w_, w_ + 1
     .endr
 
-    // l = l * rescale + the codes decoded (exact: what P.V multiplies by)
+    // l = l * rescale + the codes decoded (exact: what P.V multiplies by), summed in the pair v_t2, v_t3
     v_mov_b32 v[v_t2], 0
+    v_mov_b32 v[v_t3], 0
     .set w_, 0
     .rept 8
     v_cvt_pk_f32_fp8 v[v_s:v_s + 1], v[v_p + w_]
     v_lshrrev_b32 v[v_t0], 16, v[v_p + w_]
     v_cvt_pk_f32_fp8 v[v_s + 2:v_s + 3], v[v_t0]
-    v_add_f32 v[v_t2], v[v_t2], v[v_s]
-    v_add_f32 v[v_t2], v[v_t2], v[v_s + 1]
-    v_add_f32 v[v_t2], v[v_t2], v[v_s + 2]
-    v_add_f32 v[v_t2], v[v_t2], v[v_s + 3]
+    v_pk_add_f32 v[v_t2:v_t3], v[v_t2:v_t3], v[v_s:v_s + 1]
+    v_pk_add_f32 v[v_t2:v_t3], v[v_t2:v_t3], v[v_s + 2:v_s + 3]
     .set w_, w_ + 1
     .endr
+    v_add_f32 v[v_t2], v[v_t2], v[v_t3]
     v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
 
     rescale_o

@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import EmulatorError, at
 from .isa import semantics
-from .state import LANES, bits_to_mask, mask_to_bits
+from .state import LANES, bits_to_mask, flush_denormals, mask_to_bits
 
 U32 = np.uint32
 _SIGN = U32(0x80000000)
@@ -275,6 +275,39 @@ _FLOAT_OPS = {
 }
 for _name, (_n, _fn) in _FLOAT_OPS.items():
     semantics(_name)(_float_op(_n, _fn))
+
+
+# ---- packed float32 (VOP3P): two float32 lanes per 64-bit register pair ---------------------------------
+def _packed_f32_op(nsrc, fn):
+    """D.f32[0] = fn(sources' halves op_sel picks), D.f32[1] = fn(those op_sel_hi picks); op_sel[i] / op_sel_hi[i]
+    = 1 picks the high 32 bits of source i (defaults 0 / 1, as the assembler's). neg_lo / neg_hi are not
+    emulated (an error)."""
+    def run(wave, ins, ctx):
+        sel = ins.mods.get("op_sel", (0,) * nsrc)
+        sel_hi = ins.mods.get("op_sel_hi", (1,) * nsrc)
+        halves = ([], [])
+        for i in range(nsrc):
+            op = ins.ops[1 + i]
+            if op.neg or op.abs:
+                raise EmulatorError(f"neg/abs on a packed source is not emulated: {at(ins)}")
+            x = wave.read_lanes64(op, ins)
+            parts = [(x & np.uint64(0xFFFFFFFF)).astype(U32).view(np.float32),
+                     (x >> np.uint64(32)).astype(U32).view(np.float32)]
+            if wave.flush_in:
+                parts = [flush_denormals(p) for p in parts]
+            halves[0].append(parts[sel[i]])
+            halves[1].append(parts[sel_hi[i]])
+        with np.errstate(all="ignore"):
+            result = [np.asarray(fn(*h), np.float32) for h in halves]
+        if wave.flush_out:
+            result = [flush_denormals(r) for r in result]
+        wave.write_lanes(ins.ops[0], np.stack([r.view(U32) for r in result]), ins)
+    return run
+
+
+for _name, (_n, _fn) in {"v_pk_add_f32": (2, np.add), "v_pk_mul_f32": (2, np.multiply),
+                         "v_pk_fma_f32": (3, _fma)}.items():
+    semantics(_name, mods=("op_sel", "op_sel_hi"))(_packed_f32_op(_n, _fn))
 
 
 @semantics("v_fmac_f32")
