@@ -134,6 +134,13 @@ for _op, _pred in _CMP.items():
     semantics(f"s_cmp_{_op}_u32")(_s_cmp(_pred, False))
 
 
+@semantics("s_cmp_eq_u64", "s_cmp_lg_u64")
+def s_cmp_u64(wave, ins, ctx):
+    """SCC = (S0 == S1) or (S0 != S1) on 64-bit sources (SGPR pairs, vcc, exec, constants)."""
+    a, b = (wave.read_scalar(ins.ops[i], ins, 64) for i in (0, 1))
+    wave.scc = int(a == b if ins.mnemonic == "s_cmp_eq_u64" else a != b)
+
+
 # ---- control flow ------------------------------------------------------------------------
 def _vcc_bits(wave):
     return int(wave.sgpr[SGPR_VCC]) | (int(wave.sgpr[SGPR_VCC + 1]) << 32)
