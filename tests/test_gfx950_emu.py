@@ -114,13 +114,20 @@ def test_scalar_alu(tmp_path):
   s_cselect_b32 s32, 1, 0
   s_cmp_lg_i32 5, 5
   s_cselect_b32 s33, 1, 0
+  s_cmp_eq_u64 s[20:21], 0       // hi = 2: not zero
+  s_cselect_b32 s34, 1, 0
+  v_cmp_gt_u32 vcc, 0, v0        // no lane: vcc = 0
+  s_cmp_eq_u64 vcc, 0
+  s_cselect_b32 s35, 1, 0
+  s_cmp_lg_u64 s[24:25], -1      // hi = ~2
+  s_cselect_b32 s36, 1, 0
 """
     regs = ["s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s21", "s22", "s23", "s25",
-            "s26", "s27", "s28", "s29", "s30", "s31", "s32", "s33"]
+            "s26", "s27", "s28", "s29", "s30", "s31", "s32", "s33", "s34", "s35", "s36"]
     movs = "\n".join(f"  v_mov_b32 v{10 + i}, {r}" for i, r in enumerate(regs))
     out, _ = run(tmp_path, body + movs + "\n" + store_rows([f"v{10 + i}" for i in range(len(regs))]),
                  np.zeros((len(regs), 64), np.uint32))
-    expect = u32([1, 6, -3, 7, -21, 3, 48, 15, 2, 0xF000, 0xFF, ~2, -4, 3, -2, -2, 1, 0, 1, 0])
+    expect = u32([1, 6, -3, 7, -21, 3, 48, 15, 2, 0xF000, 0xFF, ~2, -4, 3, -2, -2, 1, 0, 1, 0, 0, 1, 1])
     np.testing.assert_array_equal(out[:, 0], expect)
     assert (out == out[:, :1]).all()
 
