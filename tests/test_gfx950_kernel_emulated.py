@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import probability_codes
 from flashprefill import fp8, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -219,37 +220,12 @@ def test_fwd_fp8_hd128_block_scales(shape, block_tokens, causal):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fwd_fp8_hd128_probability_codes_bit_exact(causal):
-    """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit (as tests/test_kernel_gpu.py
-    pins Hopper's). One KV tile (64 keys), q and k zero but for their first channel, so every score is one exact
-    e4m3 product; v is the identity, so out[i, j] = P[i, j] / rowsum_i, and each code is read back as the e4m3
-    value nearest out[i, j] times the model's row sum (neighbouring codes differ by at least 1/16 of their
-    value, bf16 rounds by at most 1/512). Scores span 40 binades below the row max: every code from 120 (the
-    row max) through the subnormals 1-7 down to 0 occurs."""
+    """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit (as tests/test_kernel_gpu.py pins
+    Hopper's), on one KV tile (64 keys) of the problem in probability_codes.py."""
     seed = int(RNG.integers(1 << 31))
-    rng = np.random.default_rng(seed)
     seq, heads = 64, 2
-    magnitude = np.abs(fp8.e4m3_decode(np.arange(256, dtype=np.uint8)))
-    finite = np.flatnonzero((magnitude >= 2.0**-3) & (magnitude <= 16)).astype(np.uint8)  # NaN drops out
-    q_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    k_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    q_codes[..., 0], k_codes[..., 0] = rng.choice(finite, (1, seq, heads)), rng.choice(finite, (1, seq, heads))
-    v_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    v_codes[0, np.arange(seq), :, np.arange(seq)] = 0x38  # 1.0
+    q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads)
     out, _ = _run("fwd_fp8_hd128", *(c.view(ml_dtypes.float8_e4m3fn) for c in (q_codes, k_codes, v_codes)), causal)
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
-    # The model with the kernel's float32 steps: scale_log2 as the kernel argument holds it; row max = f32(max s)
-    # * scale_log2 (the same as the max of the products: rounding is monotonic).
-    scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(128)))
-    qv, kv = (fp8.e4m3_decode(c[0, :, :, 0]).astype(np.float32) for c in (q_codes, k_codes))
-    s = (qv.T[:, :, None] * kv.T[:, None, :]).astype(np.float32)  # (heads, query, key), exact
-    if causal:
-        s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, np.float32(-np.inf))
-    row_max = s.max(axis=-1) * np.float32(scale_log2)
-    codes, row_sum = fp8.expfree_probabilities(s, scale_log2, row_max)
-    assert {0, 120} <= set(np.unique(codes).tolist()) and np.any((codes > 0) & (codes < 8)), "codes not covered"
-    p_kernel = out[0, :, :, :seq].transpose(1, 0, 2) * (row_sum * 2.0**8)[..., None]
-    read_back = fp8.e4m3_encode(p_kernel.astype(np.float32))
-    mismatch = read_back != codes
-    assert not mismatch.any(), (f"seed {seed}: {mismatch.sum()} of {codes.size} codes differ, e.g. (head, query, "
-                                f"key) {np.argwhere(mismatch)[:4].tolist()}: kernel {read_back[mismatch][:4]} "
-                                f"model {codes[mismatch][:4]}")
+    scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(128)))  # as the kernel argument holds it
+    probability_codes.check(out, q_codes, k_codes, causal, scale_log2, seed)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import flashprefill as fp
+import probability_codes
 from flashprefill import fp8, reference
 
 torch = pytest.importorskip("torch", reason="the GPU kernel tests drive the kernels with torch tensors")
@@ -221,45 +222,19 @@ def test_long_sequence_128k(dtype):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fp8_probability_codes_bit_exact(causal):
-    """The kernel's e4m3 probability codes equal fp8.expfree_codes(encoder="f16")'s bit for bit.
-
-    One KV tile (128 keys), q and k zero but for their first channel, so every score is one exact e4m3
-    product (the tensor cores add only zeros to it); v is the identity, so out[i, j] = P[i, j] / rowsum_i.
-    Each code is read back as the e4m3 value nearest out[i, j] times the model's row sum: neighbouring codes
-    differ by at least 1/16 of their value, bf16 rounds by at most 1/512. Scores span 40 binades below the
-    row max, so every code from 120 (the row max) through the subnormals 1-7 down to 0 occurs."""
+    """The kernel's e4m3 probability codes equal fp8.expfree_codes(encoder="f16")'s bit for bit, on one KV tile
+    (128 keys) of the problem in probability_codes.py."""
     seed, seq, heads = _seed(), 128, 4
-    rng = np.random.default_rng(seed)
-    magnitude = np.abs(fp8.e4m3_decode(np.arange(256, dtype=np.uint8)))
-    finite = np.flatnonzero((magnitude >= 2.0**-3) & (magnitude <= 16)).astype(np.uint8)  # NaN drops out
-    q_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    k_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    q_codes[..., 0], k_codes[..., 0] = rng.choice(finite, (1, seq, heads)), rng.choice(finite, (1, seq, heads))
-    v_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    v_codes[0, np.arange(seq), :, np.arange(seq)] = 0x38  # 1.0
+    q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads)
     softmax_scale = 0.25
     q8, k8, v8 = (torch.from_numpy(c).cuda().view(torch.float8_e4m3fn) for c in (q_codes, k_codes, v_codes))
     out = _poisoned(1, seq, heads, 128)
     fp.attention(q8, k8, v8, causal=causal, softmax_scale=softmax_scale, out=out)
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
-    # The model, with the kernel's float32 steps: scale_log2 = f32(scale) * f32(log2 e); row max = f32(max s) *
-    # scale_log2.
+    # the kernel's score scale: f32(scale) * f32(log2 e)
     scale_log2 = float(np.float32(softmax_scale) * np.float32(fp8.LOG2_E))
-    qv, kv = (fp8.e4m3_decode(c[0, :, :, 0]).astype(np.float32) for c in (q_codes, k_codes))
-    s = (qv.T[:, :, None] * kv.T[:, None, :]).astype(np.float32)  # (heads, query, key), exact
-    if causal:
-        s = np.where(np.arange(seq)[None, :] <= np.arange(seq)[:, None], s, np.float32(-np.inf))
-    row_max = s.max(axis=-1) * np.float32(scale_log2)
-    codes, row_sum = fp8.expfree_probabilities(s, scale_log2, row_max, encoder="f16")
-    assert {0, 120} <= set(np.unique(codes).tolist()) and np.any((codes > 0) & (codes < 8)), "codes not covered"
-    code_sum = row_sum * 2.0**8  # row_sum is of the probabilities; a code decodes to 2^8 times its probability
-    p_kernel = out.float().cpu().numpy()[0].transpose(1, 0, 2).astype(np.float64) * code_sum[..., None]
-    read_back = fp8.e4m3_encode(p_kernel.astype(np.float32))
-    mismatch = read_back != codes
-    assert not mismatch.any(), (f"seed {seed}: {mismatch.sum()} of {codes.size} codes differ, e.g. (head, query, "
-                                f"key) {np.argwhere(mismatch)[:4].tolist()}: kernel {read_back[mismatch][:4]} "
-                                f"model {codes[mismatch][:4]}")
+    probability_codes.check(out.float().cpu().numpy(), q_codes, k_codes, causal, scale_log2, seed)
 
 
 def test_fp8_long_flat_attention():
