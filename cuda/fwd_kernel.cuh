@@ -440,8 +440,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     }
     // KV tile `it` in stage `stage` (filled for the phase-th time, mod 2): P(it-1) V(it-1) from p_run, P(it) into
     // p_new.
-    auto iteration = [&](int it, int stage, int prev_stage, uint32_t phase, uint32_t (&p_run)[kPRegs],
-                         uint32_t (&p_new)[kPRegs]) {
+    auto iteration = [&](int it, int stage, int prev_stage, uint32_t phase) {
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
@@ -479,7 +478,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const int stage = pipe.stage;
         const uint32_t phase = pipe.phase;
         pipe.advance();
-        iteration(it, stage, prev_stage, phase, p_run, p_new);
+        iteration(it, stage, prev_stage, phase);
         prev_stage = stage;
         // P(n) to the buffer the next P.V reads (fp8: 16 moves; two buffers taking turns over a loop unrolled
         // by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
