@@ -76,21 +76,24 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     if ((err = cudaGetDevice(&device)) != cudaSuccess ||
         (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "the SM count: %s", cudaGetErrorString(err));
-    const int grid = args.items < sms ? args.items : sms;
+    const int grid = args.items < sms ? args.items : sms;  // sms < 65536: check_items' margin
     kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;
 }
 
-// The work items (query tiles of 128 rows x heads_q x batch; both kernels' kBlockM) are counted in int32.
+// The work items (query tiles of 128 rows x heads_q x batch; both kernels' kBlockM) are counted in int32, and
+// a CTA's last round (work_index) may look up to one grid (< 2^16 CTAs, one per SM) past them: indices stay
+// below 2^31 - 2^16 + 2^16 - 1.
+constexpr int64_t kMaxItems = (int64_t{1} << 31) - (1 << 16);
 flashprefill_status check_items(const flashprefill_params *p)
 {
     const int64_t items = (static_cast<int64_t>(p->seqlen_q) + 127) / 128 * p->heads_q * p->batch;
-    if (items > INT32_MAX)
+    if (items > kMaxItems)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                        "%lld work items (query tiles of 128 rows x heads_q = %d x batch = %d) exceed this kernel's "
-                       "limit of 2^31 - 1",
+                       "limit of 2^31 - 65536",
                        static_cast<long long>(items), p->heads_q, p->batch);
     return FLASHPREFILL_SUCCESS;
 }

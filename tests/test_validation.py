@@ -123,11 +123,17 @@ CASES = [
      "out overlaps itself: out_stride_seq = 1016 is smaller than the 1024 elements"),
     ("out_stride_batch<seq span", valid_params, setter(out_stride_batch=1024 * 199), INVALID,
      "out overlaps itself: out_stride_batch"),
+    ("work items one past the limit",
+     lambda: with_fields(valid_params(seqlen_q=128, heads_q=2**16, heads_kv=2, batch=2**15 - 1), q=2**60,
+                         out=2**61, k=2**62, v=2**62 + 2**40),
+     setter(batch=2**15), NOT_SUPPORTED,
+     "2147483648 work items (query tiles of 128 rows x heads_q = 65536 x batch = 32768) exceed this kernel's "
+     "limit of 2^31 - 65536"),
     ("work items past int32",
      lambda: with_fields(valid_params(heads_q=2**20, heads_kv=2, batch=2**11), q=2**48, out=2**49, k=2**50, v=2**51),
      setter(), NOT_SUPPORTED,
      "4294967296 work items (query tiles of 128 rows x heads_q = 1048576 x batch = 2048) exceed this kernel's "
-     "limit of 2^31 - 1"),
+     "limit of 2^31 - 65536"),
     ("out overlaps q", valid_params, setter(out=FAKE_POINTERS["q"] + 4096), INVALID,
      "out overlaps q: the output must not share memory with an input"),
     ("out is v", valid_params, setter(out=FAKE_POINTERS["v"]), INVALID, "out overlaps v"),
@@ -180,6 +186,9 @@ VALID_CASES = {
     "out head-major (permuted strides)": lambda: with_fields(
         valid_params(), out_stride_head=200 * 128, out_stride_seq=128, out_stride_batch=8 * 200 * 128),
     "lse": lambda: with_fields(valid_params(), lse=0x7F5000000000),
+    "work items at the limit": lambda: with_fields(valid_params(seqlen_q=128, heads_q=2**16, heads_kv=2,
+                                                                batch=2**15 - 1),
+                                                   q=2**60, out=2**61, k=2**62, v=2**62 + 2**40),
     **{f"fp8 {kind.name}": (lambda kind=kind: fp8_params(kind)) for kind in DescaleKind},
 }
 
