@@ -48,10 +48,18 @@ struct InputType<FLASHPREFILL_DTYPE_FP8_E4M3> {
 // alignment slack.
 constexpr int kMaxSharedBytes = 232448;
 
-template <flashprefill_dtype kDtype, int kDimQk, int kDimV>
+template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
+          flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;
+    // P.V's operands. bf16: P as bf16, V as loaded. fp8: P as e4m3 codes computed exp-free (expfree.cuh), V
+    // transposed (fp8_transpose.cuh); or, with FP16 probabilities, P as float16 and V widened to float16
+    // (fp8_widen.cuh), P.V at the 16-bit rate.
+    static constexpr bool kPvF16 = kProbabilities == FLASHPREFILL_PROBABILITIES_FP16;
+    static constexpr bool kPCodes = kIsFp8 && !kPvF16;
+    static constexpr int kPvMmaK = kPCodes ? 32 : 16;  // keys per P.V wgmma
+    static_assert(!kPvF16 || kIsFp8, "float16 probabilities are an fp8 option");
 
     static constexpr int kHeadDimQk = kDimQk;
     static constexpr int kHeadDimV = kDimV;
@@ -62,19 +70,22 @@ struct FwdConfig {
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
     // Producer warpgroups: one issues the TMA loads (two lanes of its warp 0); fp8 adds one that transposes
-    // each V tile (fp8_transpose.cuh), all four of its warps, so the transpose keeps pace with P.V.
+    // (or widens) each V tile, all four of its warps, so that it keeps pace with P.V.
     static constexpr int kProducerWarpgroups = kIsFp8 ? 2 : 1;
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
     static constexpr int kTileVBytes = kBlockN * kDimV * Input::kBytes;
+    // fp8: V made ready for P.V by the second producer warpgroup (transposed, or widened to 2 bytes).
+    static constexpr int kTileVtBytes = kPvF16 ? kBlockN * kDimV * 2 : kTileVBytes;
     // Stages of K and V in flight: three where they fit, so a tile is loaded two iterations ahead of its use
     // (hd128 bf16: Q and 3 x 64 KiB fill the 227 KiB; fp8 also waits for each V tile's transpose, whose copy
-    // takes another tile per stage). bf16 with dim_qk 192 needs 288 KiB for three, so it has two (208 KiB),
-    // as FlashAttention-3 does for that shape. Beyond the tiles: fp8's ones column (1 KiB), the barriers and
-    // descale slots (under 1 KiB, the storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
-    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + (kIsFp8 ? 2 : 1) * kTileVBytes) +
-                                               (kIsFp8 ? 1024 : 0) + 2048 <=
+    // takes another tile per stage, two tiles widened). bf16 with dim_qk 192 needs 288 KiB for three, so it has
+    // two (208 KiB), as FlashAttention-3 does for that shape; so has fp8 with float16 P at dim_qk 192 (168 KiB).
+    // Beyond the tiles: the e4m3 codes' ones column (1 KiB), the barriers and descale slots (under 1 KiB, the
+    // storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
+    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + kTileVBytes + (kIsFp8 ? kTileVtBytes : 0)) +
+                                               (kPCodes ? 1024 : 0) + 2048 <=
                                            kMaxSharedBytes
                                        ? 3
                                        : 2;
@@ -98,7 +109,7 @@ struct FwdConfig {
     static constexpr int kVChunks = kDimV / kAtomColsV;
 
     static_assert(kDimQk % kAtomColsQk == 0 && kDimV % kAtomColsV == 0, "dims must fill whole swizzle rows");
-    static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % Input::kMmaK == 0, "K steps must tile");
+    static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % kPvMmaK == 0, "K steps must tile");
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
     static_assert(kBlockN == 128 && kDimV == 128, "the m64n128 wgmma helpers fix N at 128");
     static_assert(kQInRegisters || !kIsFp8, "S = Q K^T from shared memory exists for bf16 only");
@@ -116,9 +127,10 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
     alignas(1024) uint8_t v[Config::kStages][Config::kTileVBytes];
     // fp8: V transposed to (dim, keys) for the K-major B operand of P.V (see fp8_transpose.cuh).
-    alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVBytes];
-    // fp8: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
-    alignas(1024) uint8_t ones[Config::kIsFp8 ? kOnesBytes : 0];
+    // fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
+    alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVtBytes];
+    // e4m3 codes: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
+    alignas(1024) uint8_t ones[Config::kPCodes ? kOnesBytes : 0];
     // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];

@@ -4,7 +4,8 @@
 //
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
 //                           kStages deep, and pass each tile's fp8 descale beside it.
-//   fp8 only, warpgroup 1 (transposer): turns each V tile into V^T for P.V (fp8_transpose.cuh).
+//   fp8 only, warpgroup 1: turns each V tile into V^T for P.V (fp8_transpose.cuh), or widens it to float16 where
+//   P is float16 (fp8_widen.cuh).
 //   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
 //   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
 //   Per KV tile n (keys visited from the diagonal down):
@@ -12,8 +13,8 @@
 //                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
 //                  O += P(n-1) V(n-1)        wgmma, A = P from registers (fp8: plus P times ones: row sums)
 //       [your turn]
-//       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 by ex2 in place, fp8 as e4m3 codes
-//           computed exp-free (expfree.cuh)
+//       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
+//           fp8 as e4m3 codes computed exp-free (expfree.cuh)
 //       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
 //           the softmax)
 //       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments
@@ -27,6 +28,7 @@
 
 #include "expfree.cuh"
 #include "fp8_transpose.cuh"
+#include "fp8_widen.cuh"
 #include "fwd_config.cuh"
 #include "ptx.cuh"
 #include "softmax.cuh"
@@ -194,15 +196,19 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     }
 }
 
-// fp8: the second producer warpgroup turns each V tile into V^T as it lands. (v_empty[stage] was awaited
-// before V(it) was loaded, so vt[stage], read by the same P.V, is free too.)
+// fp8: the second producer warpgroup turns each V tile into V^T (e4m3 P) or widens it (float16 P) as it lands.
+// (v_empty[stage] was awaited before V(it) was loaded, so vt[stage], read by the same P.V, is free too.)
 template <class Config>
-__device__ __forceinline__ void transposer(FwdSharedStorage<Config> &ss, KvRange range, const TransposeLanes &lanes,
-                                           PipelineState<Config::kStages> &pipe)
+__device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRange range, const TransposeLanes &lanes,
+                                            PipelineState<Config::kStages> &pipe)
 {
     for (int it = 0; it < range.end; ++it, pipe.advance()) {
         ptx::mbarrier_wait_parity(&ss.v_full[pipe.stage], pipe.phase);
-        transpose_v_tile_fp8(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), lanes);
+        if constexpr (Config::kPCodes)
+            transpose_v_tile_fp8(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), lanes);
+        else
+            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]),
+                                     threadIdx.x % 128);
         ptx::fence_proxy_async_shared();
         ptx::mbarrier_arrive(&ss.vt_full[pipe.stage]);
     }
@@ -217,7 +223,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     constexpr int kStepBytes = Input::kMmaK * Input::kBytes;        // K bytes per wgmma (32)
     constexpr int kStepsPerChunk = Config::kSwizzleQk / kStepBytes;   // Q, K: 4 (128-byte rows) or 2 (64)
     constexpr int kQkSteps = Config::kHeadDimQk / Input::kMmaK;
-    constexpr int kPvSteps = Config::kBlockN / Input::kMmaK;
+    constexpr int kPvSteps = Config::kBlockN / Config::kPvMmaK;
     constexpr int kPRegs = 4 * kPvSteps;                              // A fragments of P for one KV tile
     static_assert(kStepsPerChunk * kStepBytes == Config::kSwizzleQk, "wgmma K steps tile a swizzle row");
 
@@ -299,28 +305,32 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile (fp8).
     uint32_t p_run[kPRegs], p_new[kPRegs];
     OnlineMax online_max;
-    // Row sums of the probabilities P.V uses, per half. bf16: this thread's part (of its 32 columns),
-    // quad-reduced at the end. fp8: the whole row's sum of the quantized P, which the tensor cores compute per
+    // Row sums of the probabilities P.V uses, per half. bf16 (and float16 P): this thread's part (of its 32
+    // columns), quad-reduced at the end. e4m3 codes: the whole row's sum of the quantized P, which the tensor cores compute per
     // tile as P times a column of ones (l_tile, m64n8 layout: elements 0, 1 half 0, 2, 3 half 1). Each tile's
     // sum starts afresh and is added here in fp32: the fp8 wgmma accumulator keeps too few bits to carry a
     // sum over thousands of keys (it lost 7% at 128k tokens).
     float row_sum[2] = {0.0f, 0.0f};
     float l_tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-    // O += P V(stage): bf16 reads V as stored (MN-major); fp8 reads the transposed copy (K-major), and puts
-    // P times ones into l_tile.
-    // V^T (fp8, K-major) or V (bf16, MN-major) of stage 0; the ones column (fp8).
-    const uint64_t v_desc0 = Config::kIsFp8 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
-                                            : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
+    // O += P V(stage): bf16 reads V as stored (MN-major), float16 P the widened copy (MN-major too); e4m3 codes
+    // read the transposed copy (K-major), and put P times ones into l_tile.
+    // Stage 0's V^T (e4m3 codes, K-major) or V (MN-major); the ones column (e4m3 codes).
+    const uint64_t v_desc0 = Config::kPCodes  ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
+                             : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
+                                              : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
     const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
-            if constexpr (Config::kIsFp8) {
+            if constexpr (Config::kPCodes) {
                 const uint64_t desc_v = wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * kStepBytes);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
+            } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
+                const uint64_t desc_v = wgmma_desc_advance(v_desc0, stage * Config::kTileVtBytes + step * 16 * 128);
+                ptx::wgmma_m64n128k16_f32_f16_rs_mn(o, a, desc_v, 1);
             } else {
                 const uint64_t desc_v =
                     wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * Input::kMmaK * Config::kSwizzleV);
@@ -350,7 +360,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_commit_group();
     };
     // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
-    // fragments), bf16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
+    // fragments), bf16 and float16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
     // touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
@@ -358,7 +368,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
         float max_used[2];
         online_max.update(s, scale_log2, rescale, max_used);
-        if constexpr (Config::kIsFp8) {
+        if constexpr (Config::kPCodes) {
             using Codes = ExpFree<Input::kPOffsetLog2>;
             float row_constant[2];
             Codes::row_constants(max_used, row_constant);
@@ -378,17 +388,20 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
         }
     };
-    // bf16: P (fp32 in s) into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1).
-    auto pack_p_bf16 = [&](uint32_t (&p)[kPRegs]) {
+    // bf16 or float16 P: P (fp32 in s) into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA
+    // 9.7.15.5.1).
+    auto pack_p = [&](uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                p[4 * step + r] = ptx::cvt_rn_bf16x2_f32(s[8 * step + 2 * r], s[8 * step + 2 * r + 1]);
+            for (int r = 0; r < 4; ++r) {
+                const float lo = s[8 * step + 2 * r], hi = s[8 * step + 2 * r + 1];
+                p[4 * step + r] = Config::kPvF16 ? ptx::cvt_rn_f16x2_f32(lo, hi) : ptx::cvt_rn_bf16x2_f32(lo, hi);
+            }
     };
-    // After P(n-1) V(n-1): fp8 adds that tile's row sums and moves them to the new max.
+    // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max.
     auto add_tile_sums = [&](const float (&rescale)[2]) {
-        if constexpr (Config::kIsFp8) {
+        if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 row_sum[h] = (row_sum[h] + l_tile[2 * h]) * rescale[h];
@@ -435,8 +448,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         float rescale[2];  // O is still zero
         softmax_step(0, scale_log2, rescale, p_run);
         wait_v(stage, phase);  // for P(0) V(0), issued in the next iteration
-        if constexpr (!Config::kIsFp8)
-            pack_p_bf16(p_run);
+        if constexpr (!Config::kPCodes)
+            pack_p(p_run);
     }
     // KV tile `it` in stage `stage` (filled for the phase-th time, mod 2): P(it-1) V(it-1) from p_run, P(it) into
     // p_new.
@@ -458,7 +471,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(s);
         release(&ss.k_empty[stage]);
         float rescale[2];
-        softmax_step(it, scale_log2, rescale, p_new);  // fp8: codes into the free buffer; bf16: p in s, packed below
+        softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
         // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
         // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
         // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
@@ -471,8 +484,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
         pending_rescale[1] = rescale[1];
-        if constexpr (!Config::kIsFp8)
-            pack_p_bf16(p_run);  // P(n-1) V(n-1) is done with it
+        if constexpr (!Config::kPCodes)
+            pack_p(p_run);  // P(n-1) V(n-1) is done with it
     };
     for (int it = 1; it < range.end; ++it) {
         const int stage = pipe.stage;
@@ -480,9 +493,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         pipe.advance();
         iteration(it, stage, prev_stage, phase);
         prev_stage = stage;
-        // P(n) to the buffer the next P.V reads (fp8: 16 moves; two buffers taking turns over a loop unrolled
-        // by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
-        if constexpr (Config::kIsFp8) {
+        // P(n) to the buffer the next P.V reads (e4m3 codes: 16 moves; two buffers taking turns over a loop
+        // unrolled by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
+        if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int r = 0; r < kPRegs; ++r)
                 p_run[r] = p_new[r];
@@ -503,7 +516,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
         release(&ss.v_empty[stage]);
-        if constexpr (Config::kIsFp8) {
+        if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 row_sum[h] += l_tile[2 * h];
@@ -517,7 +530,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
-        const float sum = Config::kIsFp8 ? row_sum[h] : quad_sum(row_sum[h]);
+        const float sum = Config::kPCodes ? row_sum[h] : quad_sum(row_sum[h]);
         if (query >= args.seqlen_q)
             continue;
         const float inv = v_descale / sum;
@@ -561,7 +574,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         }
         ptx::fence_mbarrier_init();
     }
-    if constexpr (Config::kIsFp8) {
+    if constexpr (Config::kPCodes) {
         if (threadIdx.x < kOnesBytes / 4) {
             ptx::st_shared_b32(ptx::smem_addr(ss.ones) + 4 * threadIdx.x, kE4m3OneX4);
             ptx::fence_proxy_async_shared();  // the tensor cores read it
@@ -590,7 +603,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
                 });
         } else if constexpr (Config::kIsFp8) {
             const TransposeLanes lanes(threadIdx.x % 128);
-            for_each_item([&](const WorkItem &, KvRange range, int) { transposer<Config>(ss, range, lanes, pipe); });
+            for_each_item([&](const WorkItem &, KvRange range, int) { v_converter<Config>(ss, range, lanes, pipe); });
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();

@@ -26,6 +26,18 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+// ld.shared.v4.b32 / st.shared.v4.b32: 16 bytes at a 16-byte aligned shared-window address.
+__device__ __forceinline__ void ld_shared_v4(uint32_t addr, uint32_t (&v)[4])
+{
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint32_t (&v)[4])
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+}
+
 // ldmatrix.sync.aligned.m8n8.x4.shared.b16 (9.7.9.26): four 8x8 matrices of 16-bit elements; lane t gives
 // the address of row t % 8 of matrix t / 8 and receives, of each matrix i in r[i], row t / 4, elements
 // 2 (t % 4) and 2 (t % 4) + 1: exactly the A fragment of an m16n8k16 / wgmma k16 step (also of fp8 k32,
@@ -227,6 +239,18 @@ __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs(float (&d)[64], con
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
 }
 
+// wgmma.mma_async m64n128k16 f32 += f16 * f16, A from registers (4 x f16x2), B MN-major in shared memory (the
+// fp8 kernel's V widened to float16, stored as bf16's V is). scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n128k16_f32_f16_rs_mn(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                               uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FP_WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
 // wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A and B K-major in shared memory (Q and K of S = Q K^T where
 // Q does not fit in registers). scale_d = 0 overwrites the accumulators.
 __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -280,6 +304,23 @@ __device__ __forceinline__ uint32_t cvt_rn_bf16x2_f32(float lo, float hi)
 {
     uint32_t r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// cvt.rn.f16x2.f32 (9.7.9.21): packs two floats as float16, `lo` into the low half.
+__device__ __forceinline__ uint32_t cvt_rn_f16x2_f32(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// cvt.rn.f16x2.e4m3x2 (9.7.9.21): two e4m3 codes (low byte into the low half) as float16, exactly: every e4m3
+// value, subnormals included, is a float16.
+__device__ __forceinline__ uint32_t cvt_rn_f16x2_e4m3x2(uint16_t codes)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(codes));
     return r;
 }
 

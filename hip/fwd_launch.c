@@ -133,10 +133,11 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
 
 const fp_kernel_entry fp_backend_kernels[] = {
     {"gfx950_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, check_limits, launch_fwd_bf16_hd128},
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits,
+     launch_fwd_bf16_hd128},
     {"gfx950_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
-     KV_TILE_KEYS_FP8, check_limits, launch_fwd_fp8_hd128},
+     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits, launch_fwd_fp8_hd128},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];

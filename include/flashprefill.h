@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 1
+#define FLASHPREFILL_VERSION_MINOR 2
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -55,6 +55,15 @@ typedef struct flashprefill_descale {
     const int8_t *exponents;  /* PER_BLOCK: device pointer, contiguous */
 } flashprefill_descale;
 
+/* What P, the probabilities of P.V, are rounded to (fp8 inputs; bf16 inputs take DEFAULT only). */
+typedef enum flashprefill_probabilities {
+    FLASHPREFILL_PROBABILITIES_DEFAULT = 0, /* bf16 inputs: bf16. fp8 inputs: e4m3, computed without an exponential
+                                               (up to 7.55% off per probability); P.V at the fp8 tensor rate */
+    FLASHPREFILL_PROBABILITIES_FP16 = 1,    /* fp8 inputs: float16 (2^-11), with V widened exactly to float16;
+                                               P.V at the 16-bit tensor rate: slower, error at the floor set by
+                                               the inputs' e4m3 rounding */
+} flashprefill_probabilities;
+
 typedef struct flashprefill_params {
     /* Tensors: device pointers, 16-byte aligned. */
     const void *q;   /* (batch, seqlen_q, heads_q, dim_qk), in_dtype */
@@ -86,6 +95,7 @@ typedef struct flashprefill_params {
     int32_t causal;                /* 0 or 1 */
     float softmax_scale;           /* finite and > 0; usually 1 / sqrt(dim_qk) */
     flashprefill_descale q_descale, k_descale, v_descale; /* fp8 only; kind NONE for bf16 */
+    flashprefill_probabilities probabilities;             /* DEFAULT (0) unless asked for */
 } flashprefill_params;
 
 /* flashprefill_quantize: float q, k or v to e4m3 codes with one power-of-two descale per block of tokens
@@ -115,7 +125,7 @@ typedef struct flashprefill_quantize_params {
     flashprefill_dtype x_dtype;        /* BF16 or FP32 */
 } flashprefill_quantize_params;
 
-/* "0.1.0". */
+/* "0.2.0". */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */

@@ -212,6 +212,12 @@ flashprefill_status fp_validate(const flashprefill_params *p)
     if ((s = check_descale("q_descale", &p->q_descale, p)) || (s = check_descale("k_descale", &p->k_descale, p)) ||
         (s = check_descale("v_descale", &p->v_descale, p)))
         return s;
+    if (p->probabilities != FLASHPREFILL_PROBABILITIES_DEFAULT && p->probabilities != FLASHPREFILL_PROBABILITIES_FP16)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "probabilities = %d is not a flashprefill_probabilities",
+                       (int)p->probabilities);
+    if (p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 && p->in_dtype != FLASHPREFILL_DTYPE_FP8_E4M3)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "probabilities FP16 is an fp8 option: bf16 inputs take DEFAULT (their P is bf16)");
 
     if (p->out_dtype != FLASHPREFILL_DTYPE_BF16)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "out_dtype fp8 is reserved: only bf16 output exists");

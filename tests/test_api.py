@@ -54,6 +54,17 @@ def test_bf16_with_descale_is_the_libraries_error():
         fp.supports(*arrays(), q_descale=fake((), "float32"))
 
 
+def test_probabilities():
+    """fp8 takes "default" or "fp16"; bf16 only "default" (the library's error); anything else is Python's."""
+    assert fp.supports(*arrays("float8_e4m3fn"), probabilities="fp16") in (True, False)
+    with pytest.raises(fp.Error, match="probabilities FP16 is an fp8 option") as info:
+        fp.supports(*arrays(), probabilities="fp16")
+    assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
+    for bad in ("e4m3", "FP16", None, 1):
+        with pytest.raises(ValueError, match=r"probabilities must be one of \['default', 'fp16'\]"):
+            fp.supports(*arrays("float8_e4m3fn"), probabilities=bad)
+
+
 @pytest.mark.parametrize("q, k, v, error", [
     ((2, 200, 8), (2, 256, 2, 128), (2, 256, 2, 128), "q must be 4-d"),
     ((2, 200, 8, 128), (2, 255, 2, 128), (2, 256, 2, 128), "shapes do not match"),

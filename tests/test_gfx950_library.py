@@ -55,6 +55,10 @@ def test_supports_hd128_bf16_and_fp8(lib):
     fp8_blocks.k_descale.block_tokens = 96  # not whole 64-key tiles
     assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.ERROR_NOT_SUPPORTED
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
+    fp16_p = params(DType.FP8_E4M3)
+    fp16_p.probabilities = 1  # FLASHPREFILL_PROBABILITIES_FP16: a Hopper kernel only
+    assert lib.flashprefill_supports(ctypes.byref(fp16_p)) == Status.ERROR_NOT_SUPPORTED
+    assert b"probabilities FP16" in lib.flashprefill_last_error()
 
 
 def test_kernel_limits_answered_by_supports(lib):

@@ -100,8 +100,8 @@ def _sdpa_bf16(q, k, v, causal):
     return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
 
 
-def _p_rounding_floor(q, k, v, causal):
-    """float64 attention whose only rounding is P -> e4m3 at 2^8 times the row max (as the kernel scales P)."""
+def _p_rounding_floor(q, k, v, causal, p_dtype=torch.float8_e4m3fn):
+    """float64 attention whose only rounding is P -> p_dtype at 2^8 times the row max (as the kernel scales P)."""
     rep = q.shape[2] // k.shape[2]
     k, v = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
@@ -109,7 +109,7 @@ def _p_rounding_floor(q, k, v, causal):
         sq, sk = q.shape[1], k.shape[1]
         s.masked_fill_(torch.ones(sq, sk, dtype=torch.bool, device="cuda").triu(sk - sq + 1), float("-inf"))
     p = torch.exp(s - s.amax(-1, keepdim=True)) * 256
-    p8 = p.float().to(torch.float8_e4m3fn).double()
+    p8 = p.float().to(p_dtype).double()
     return torch.einsum("bhqk,bkhd->bqhd", p8, v) / p.sum(-1)[..., None].transpose(1, 2)
 
 
@@ -140,21 +140,27 @@ def test_bf16(shape, causal, dims):
     assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
-@pytest.mark.parametrize("descales", ["per_tensor", "per_head", "per_block128", "per_block256"])
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
-def test_fp8(shape, causal, descales, dims):
-    """Per block: the inputs' scale changes every 64 tokens (q, k by 2^-2..2^1, keeping the scores' range
-    usual; v by 2^-6..2^6), so the block exponents vary along each head and O changes unit between KV tiles."""
-    seed = _seed()
+def _fp8_problem(shape, dims, descales, seed):
+    """((codes, descale, dequantized) of q, k, v). Per block: the inputs' scale changes every 64 tokens (q, k by
+    2^-2..2^1, keeping the scores' range usual; v by 2^-6..2^6), so the block exponents vary along each head and
+    O changes unit between KV tiles."""
     if descales.startswith("per_block"):
         inputs = (_uneven_blocks(x, seed + i, *span)
                   for i, (x, span) in enumerate(zip(_inputs(shape, dims, seed), [(-2, 1), (-2, 1), (-6, 6)])))
-        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize_blocks(x, int(descales[9:])) for x in inputs)
-    else:
-        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, descales == "per_head", shape[4])
-                                                    for x in _inputs(shape, dims, seed))
+        return tuple(_quantize_blocks(x, int(descales[9:])) for x in inputs)
+    return tuple(_quantize(x, descales == "per_head", shape[4]) for x in _inputs(shape, dims, seed))
+
+
+FP8_DESCALES = ["per_tensor", "per_head", "per_block128", "per_block256"]
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("descales", FP8_DESCALES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fp8(shape, causal, descales, dims):
+    seed = _seed()
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, descales, seed)
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], dims[1])
     fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
@@ -178,21 +184,50 @@ def test_fp8(shape, causal, descales, dims):
         assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
 
 
-def _sampled_reference(q, k, v, rows, round_p=False):
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("descales", FP8_DESCALES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fp8_fp16_probabilities(shape, causal, descales, dims):
+    """probabilities="fp16": against float64 attention on the dequantized inputs, within 1.5x the floor of P
+    rounded to float16 and the output to bf16, and, where P's rounding shows, at most half the e4m3-P floor the
+    default kernel is held to (the point of the option); the LSE as for bf16."""
+    seed = _seed()
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, descales, seed)
+    ref, ref_lse = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal,
+                                                 return_lse=True)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    _, lse = fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out,
+                          probabilities="fp16", return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    floor16 = _rel_l2(_p_rounding_floor(qx, kx, vx, causal, torch.float16).to(torch.bfloat16), ref)
+    floor8 = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
+    report = reference.error_report(out.float().cpu().numpy(), ref)
+    assert err <= 1.5 * floor16, f"seed {seed}: {report}; float16-P-and-output-rounding floor {floor16:.3e}"
+    if floor8 > 2 * floor16:  # P's rounding shows (not where every row has a single key)
+        assert err <= 0.5 * floor8, f"seed {seed}: {report}; e4m3-P floor {floor8:.3e}"
+    lse_err = np.abs(lse.cpu().numpy() - ref_lse).max()
+    assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
+
+
+def _sampled_reference(q, k, v, rows, round_p=None):
     """Causal float64 attention (on the GPU) of the query rows `rows` only; q, k, v float64 (1, seq, heads,
-    dim). round_p: round P to e4m3 at 2^8 times the row max and the output to bf16, the fp8 kernel's floor."""
+    dim). round_p: a dtype to round P to at 2^8 times the row max, and the output to bf16: the fp8 kernels'
+    floor."""
     rep = q.shape[2] // k.shape[2]
     k, v = k.repeat_interleave(rep, 2)[0], v.repeat_interleave(rep, 2)[0]
     s = torch.einsum("qhd,khd->hqk", q[0, rows], k) / math.sqrt(q.shape[-1])
     keys = torch.arange(k.shape[0], device="cuda")
     s.masked_fill_(keys[None, None, :] > (rows + k.shape[0] - q.shape[1])[None, :, None], float("-inf"))
     p = torch.exp(s - s.amax(-1, keepdim=True)) * 256
-    pv = p.float().to(torch.float8_e4m3fn).double() if round_p else p
+    pv = p if round_p is None else p.float().to(round_p).double()
     out = torch.einsum("hqk,khd->qhd", pv, v) / p.sum(-1).T[..., None]
-    return out.to(torch.bfloat16).double() if round_p else out
+    return out if round_p is None else out.to(torch.bfloat16).double()
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])
 def test_long_sequence_128k(dtype):
     """131072 tokens, one head, causal: 64 sampled rows of the second half (the last among them), each
     averaging over 64k+ keys, against float64, with the bound of the short tests (SDPA bf16 on the same rows;
@@ -211,9 +246,12 @@ def test_long_sequence_128k(dtype):
         bound = 1.5 * _rel_l2(_sdpa_bf16(q, k, v, True)[0, rows], ref.cpu().numpy())
     else:
         (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q, k, v))
-        fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+        p16 = dtype == "fp8-p16"
+        fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd,
+                     probabilities="fp16" if p16 else "default")
         ref = _sampled_reference(qx, kx, vx, rows)
-        bound = 1.5 * _rel_l2(_sampled_reference(qx, kx, vx, rows, round_p=True), ref.cpu().numpy())
+        floor = _sampled_reference(qx, kx, vx, rows, round_p=torch.float16 if p16 else torch.float8_e4m3fn)
+        bound = 1.5 * _rel_l2(floor, ref.cpu().numpy())
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
     err = _rel_l2(out[0, rows], ref.cpu().numpy())
@@ -258,10 +296,11 @@ def test_fp8_long_flat_attention():
     assert long <= 2 * short, f"seed {seed}: relative L2 {long:.3e} at 131072 tokens, {short:.3e} at 4096"
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
 def test_determinism(dtype, dims):
-    """Two calls on the same inputs agree bit for bit (every dim pair, both precisions; fp8 with block scales)."""
+    """Two calls on the same inputs agree bit for bit (every dim pair, both precisions, fp8 with e4m3 or float16
+    probabilities; fp8 with block scales)."""
     seed = _seed()
     q, k, v = _inputs((2, 333, 333, 8, 2), dims, seed)
     if dtype == "bf16":
@@ -269,7 +308,8 @@ def test_determinism(dtype, dims):
         kwargs = {}
     else:
         (q, qd, _), (k, kd, _), (v, vd, _) = (_quantize_blocks(x, 128) for x in (q, k, v))
-        kwargs = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+        kwargs = dict(q_descale=qd, k_descale=kd, v_descale=vd,
+                      probabilities="fp16" if dtype == "fp8-p16" else "default")
     first, second = (fp.attention(q, k, v, **kwargs) for _ in range(2))
     torch.cuda.synchronize()
     assert torch.isfinite(first).all() and torch.equal(first, second), f"seed {seed}: repeated calls differ"

@@ -14,10 +14,14 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
-# The mangled FwdConfig<dtype, dim_qk, dim_v> in each kernel's name.
-KERNELS = {"bf16 hd128": "flashprefill_dtype1ELi128ELi128E", "fp8 hd128": "flashprefill_dtype2ELi128ELi128E",
-           "bf16 qk192_v128": "flashprefill_dtype1ELi192ELi128E", "fp8 qk192_v128": "flashprefill_dtype2ELi192ELi128E"}
-MMA = {"bf16": "HGMMA.64x128x16.F32.BF16", "fp8": "QGMMA.64x128x32.F32.E4M3.E4M3"}
+# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities> in each kernel's name; "fp8-p16": fp8 with float16
+# probabilities.
+KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}E"
+           for kind, dtype, p in (("bf16", 1, 0), ("fp8", 2, 0), ("fp8-p16", 2, 1))
+           for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
+# The wgmma each kernel must use: S = Q K^T, then P.V.
+MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"], "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3"],
+       "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "]}
 
 
 def _cuobjdump():
@@ -56,8 +60,8 @@ def _kernel(sass, kernel):
 @pytest.mark.parametrize("dtype", list(KERNELS))
 def test_tensor_core_instructions(sass, dtype):
     body = _kernel(sass, dtype)
-    mma = MMA[dtype.split()[0]]
-    assert mma in body, f"{dtype} kernel lacks {mma}"
+    for mma in MMA[dtype.split()[0]]:
+        assert mma in body, f"{dtype} kernel lacks {mma}"
     assert "HMMA" not in body.replace("HGMMA", ""), f"{dtype} kernel fell back to HMMA"
     assert "UTMALDG" in body, f"{dtype} kernel loads no tile through TMA"
 
@@ -109,8 +113,8 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
 
 
 # The softmax's signature instructions and how many of them one 64 x 128 tile needs per thread: fp8 converts 64
-# code words in pairs (F2FP ... RELU), bf16 exponentiates 64 scores (MUFU.EX2).
-SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64)}
+# code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64 scores (MUFU.EX2).
+SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64), "fp8-p16": ("MUFU.EX2", 64)}
 
 
 @pytest.mark.parametrize("dtype", list(KERNELS))

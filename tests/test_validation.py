@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from flashprefill import _lib
-from flashprefill._params import DescaleKind, DType, Params, Status
+from flashprefill._params import DescaleKind, DType, Params, Probabilities, Status
 
 INVALID = Status.ERROR_INVALID_ARGUMENT
 NOT_SUPPORTED = Status.ERROR_NOT_SUPPORTED
@@ -157,6 +157,12 @@ CASES = [
       for value in (0, -128)],
     ("fp8 descale kind=7", fp8_params, setter(q_descale__kind=7), INVALID,
      "q_descale.kind = 7 is not a flashprefill_descale_kind"),
+    ("probabilities=2", fp8_params, setter(probabilities=2), INVALID,
+     "probabilities = 2 is not a flashprefill_probabilities"),
+    ("probabilities=-1", fp8_params, setter(probabilities=-1), INVALID,
+     "probabilities = -1 is not a flashprefill_probabilities"),
+    ("bf16 probabilities FP16", valid_params, setter(probabilities=Probabilities.FP16), INVALID,
+     "probabilities FP16 is an fp8 option"),
 ]
 
 
@@ -200,11 +206,13 @@ def test_valid_call(lib, make_params):
     assert message == "" if status == Status.SUCCESS else "no kernel of this build handles" in message
 
 
-# What the Hopper library has a kernel for: (dim_qk, dim_v) x (bf16, fp8 with every descale kind).
+# What the Hopper library has a kernel for: (dim_qk, dim_v) x (bf16, fp8 with every descale kind and either
+# kind of probabilities).
 @pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
 @pytest.mark.parametrize("make", [lambda **d: valid_params(**d)] +
-                         [lambda kind=kind, **d: fp8_params(kind, **d) for kind in DescaleKind],
-                         ids=["bf16"] + [f"fp8 {kind.name}" for kind in DescaleKind])
+                         [lambda kind=kind, p=p, **d: with_fields(fp8_params(kind, **d), probabilities=p)
+                          for kind in DescaleKind for p in Probabilities],
+                         ids=["bf16"] + [f"fp8 {kind.name} P {p.name}" for kind in DescaleKind for p in Probabilities])
 def test_hopper_kernels_exist(lib, make, dims):
     status, message = supports(lib, make(**dict(zip(("dim_qk", "dim_v"), dims))))
     assert status == Status.SUCCESS, f"{status.name}: {message}"

@@ -8,8 +8,9 @@ and a shared key offset of 3; "rope" uneven channel scales (lognormal per rotary
 along the largest pairs, then rotary position embedding (base 10000), as LLM queries and keys look.
 The peers get bf16 roundings or FA3-style fp8 codes with per-(batch, kv-head) descales; flashprefill's own
 preparations quantize the float32 inputs: the exact Hadamard rotation of q and k (per-head factors, or the GPU
-quantizer's per-block scales, with and without K smoothing). The peers' fp8 rows also give the kernel-only error
-against float64 attention of the dequantized inputs; "input rounding floor" is that float64 attention's own error.
+quantizer's per-block scales, with and without K smoothing; e4m3 or float16 probabilities). The peers' fp8 rows
+also give the kernel-only error against float64 attention of the dequantized inputs; "input rounding floor" is
+that float64 attention's own error.
 Writes DIR/accuracy.json and prints a table.
 """
 import argparse
@@ -113,18 +114,19 @@ def main():
             if peer.startswith("FA2") or peer.startswith("cuDNN bf16"):
                 out = out.transpose(1, 2)
             row = {"dist": dist, "peer": peer, "dtype": dtype, "end_to_end": rel_l2(out, exact)}
-            if peer in ("flashprefill fp8", "FA3 fp8"):  # the others quantize the inputs their own way
+            if peer in ("flashprefill fp8", "flashprefill fp8, fp16 P", "FA3 fp8"):  # the others quantize their own way
                 row["kernel_only"] = rel_l2(out, dequantized)
             rows.append(row)
         rows.append({"dist": dist, "peer": "input rounding floor (fp8, float64 attention)", "dtype": "fp8",
                      "end_to_end": rel_l2(dequantized, exact)})
         # flashprefill's preparations of the float32 inputs (fp.quantize_qkv)
         import flashprefill as fp
-        for name, options in (("rotation, per-head factors", dict()),
-                              ("rotation, per-block (GPU quantizer)", dict(per_block=128)),
-                              ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True)),
-                              ("per-block, no rotation", dict(per_block=128, rotate=False))):
-            out = fp.attention(**fp.quantize_qkv(q, k, v, **options), causal=True)
+        for name, options, p in (("rotation, per-head factors", dict(), "default"),
+                                 ("rotation, per-block (GPU quantizer)", dict(per_block=128), "default"),
+                                 ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True), "default"),
+                                 ("per-block, no rotation", dict(per_block=128, rotate=False), "default"),
+                                 ("rotation, per-block, fp16 P", dict(per_block=128), "fp16")):
+            out = fp.attention(**fp.quantize_qkv(q, k, v, **options), causal=True, probabilities=p)
             rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
                          "end_to_end": rel_l2(out, exact)})
     os.makedirs(args.out, exist_ok=True)

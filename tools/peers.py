@@ -36,6 +36,15 @@ def ours_fp8(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
+def ours_fp8_fp16_p(x):
+    """The fp8 inputs with probabilities="fp16": P as float16, V widened, P.V at the 16-bit rate."""
+    out = _out(x)
+    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"], probabilities="fp16")
+    if not fp.supports(x["q8"], x["k8"], x["v8"], **kw):
+        raise PeerUnavailable("flashprefill has no fp8 kernel with float16 probabilities for this shape")
+    return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
+
+
 def ours_fp8_blocks(x):
     """The same inputs quantized with per-block power-of-two scales (128 tokens x head dim, quantize_fp8)."""
     out = _out(x)
@@ -164,6 +173,7 @@ def cudnn_fp8(x):
 PEERS = {
     "flashprefill fp8": ("fp8", ours_fp8),
     "flashprefill fp8 blocks": ("fp8", ours_fp8_blocks),
+    "flashprefill fp8, fp16 P": ("fp8", ours_fp8_fp16_p),
     "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),
     "FA3 fp8": ("fp8", fa3_fp8),
     "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),

@@ -31,6 +31,12 @@ class DescaleKind(enum.IntEnum):
     PER_BLOCK = 3   # exponents: int8[batch][heads][ceil(seqlen / block_tokens)], descale = 2^exponent
 
 
+class Probabilities(enum.IntEnum):
+    """flashprefill_probabilities: what P of P.V is rounded to (fp8 inputs)."""
+    DEFAULT = 0  # bf16 for bf16 inputs; e4m3, computed exp-free, for fp8 inputs
+    FP16 = 1     # fp8 inputs: float16, V widened to float16, P.V at the 16-bit tensor rate
+
+
 class Descale(ctypes.Structure):
     """flashprefill_descale."""
     _fields_ = [
@@ -71,6 +77,7 @@ class Params(ctypes.Structure):
         ("q_descale", Descale),
         ("k_descale", Descale),
         ("v_descale", Descale),
+        ("probabilities", ctypes.c_int),  # flashprefill_probabilities
     ]
 
 
