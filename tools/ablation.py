@@ -11,6 +11,8 @@ Variants (fp8, hd128 causal):
   ping-pong off   build/ablation/pingpong: the two consumer warpgroups issue without taking turns
   block scales    per-block power-of-two scales (128 tokens), inputs quantized beforehand
   + rotation      q and k rotated and quantized per block by the GPU quantizer inside every timed call
+  float16 P       not an idea switched off but the accuracy option (probabilities="fp16"): P as float16, V
+                  widened, P.V at the 16-bit rate
 Speed: 32/8 heads at 16k tokens (median TFLOP/s, spread of round medians). Error: end to end from float32
 inputs against float64 attention, 4096 tokens, 8/2 heads, N(0,1) and outlier-channel inputs (accuracy.py).
 Writes DIR/ablation.json and DIR/ablation.md.
@@ -53,6 +55,7 @@ def variants():
             ("ping-pong off", ablated("pingpong"), PEERS["flashprefill fp8"][1]),
             ("block scales", None, PEERS["flashprefill fp8 blocks"][1]),
             ("block scales + rotation, quantizer timed", None, PEERS["flashprefill fp8 + quantizer"][1]),
+            ("float16 P (probabilities=\"fp16\")", None, PEERS["flashprefill fp8, fp16 P"][1]),
             ("FA3 fp8", None, PEERS["FA3 fp8"][1])]
 
 
@@ -89,7 +92,9 @@ def error(name, path, dist):
         else:
             (q8, qd, _), (k8, kd, _), (v8, vd, _) = (accuracy.quantize(t) for t in (q, k, v))
             x = {"q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd, "q": q, "k": k, "v": v}
-            out = PEERS["FA3 fp8" if name == "FA3 fp8" else "flashprefill fp8"][1](x)()
+            peer = {"FA3 fp8": "FA3 fp8"}.get(name, "flashprefill fp8, fp16 P" if name.startswith("float16 P")
+                                                else "flashprefill fp8")
+            out = PEERS[peer][1](x)()
             out = out[0] if isinstance(out, tuple) else out
     finally:
         use_library(None)

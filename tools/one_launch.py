@@ -1,6 +1,7 @@
 """One flashprefill launch on random inputs, for profilers and checkers (ncu, compute-sanitizer):
 
     python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1] [--block-tokens 128]
+                               [--probabilities fp16]
 """
 import argparse
 
@@ -22,6 +23,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--block-tokens", type=int, default=None,
                     help="fp8: per-block power-of-two descales (random exponents in -3..3) instead of factors of 1")
+    ap.add_argument("--probabilities", choices=("default", "fp16"), default="default", help="fp8: P's precision")
     args = ap.parse_args()
     shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
              "v": (args.batch, args.seq, args.heads_kv, args.dim_v or args.dim)}
@@ -40,10 +42,11 @@ def main():
         else:
             one = torch.ones((), device="cuda")
             kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
+        kwargs["probabilities"] = args.probabilities
     for _ in range(args.repeat):
         out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()
-    print(f"{args.dtype} {tuple(q.shape)} kv {tuple(k.shape)}: out finite: {bool(torch.isfinite(out).all())}")
+    print(f"{args.dtype} P {args.probabilities} {tuple(q.shape)} kv {tuple(k.shape)}: out finite: {bool(torch.isfinite(out).all())}")
 
 
 if __name__ == "__main__":
