@@ -345,10 +345,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     auto wait_v = [&](int stage, uint32_t phase) {
         ptx::mbarrier_wait_parity(Config::kIsFp8 ? &ss.vt_full[stage] : &ss.v_full[stage], phase);
     };
-    auto release = [&](uint64_t *empty) {
-        if (lane == 0)
-            ptx::mbarrier_arrive(empty);
-    };
+    // Every consumer thread arrives (the barriers count threads): each thread's release-arrive orders its own reads
+    // of the slot (the tile, its descale) before the producer overwrites it. (One arrival per warp from lane 0
+    // left the other lanes' reads unordered, which compute-sanitizer racecheck flagged in a two-stage kernel.)
+    auto release = [&](uint64_t *empty) { ptx::mbarrier_arrive(empty); };
 
     // S(n) = Q K(n)^T into s.
     auto issue_qk = [&](int stage) {
@@ -568,13 +568,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         ptx::prefetch_tensormap(&args.tm_k);
         ptx::prefetch_tensormap(&args.tm_v);
         ptx::mbarrier_init(&ss.q_full, 1);
-        ptx::mbarrier_init(&ss.q_empty, 4 * Config::kConsumerWarpgroups);
+        ptx::mbarrier_init(&ss.q_empty, 128 * Config::kConsumerWarpgroups);  // every consumer thread
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
             ptx::mbarrier_init(&ss.vt_full[i], 128);                          // every transposing thread
-            ptx::mbarrier_init(&ss.k_empty[i], 4 * Config::kConsumerWarpgroups);  // every consumer warp
-            ptx::mbarrier_init(&ss.v_empty[i], 4 * Config::kConsumerWarpgroups);
+            ptx::mbarrier_init(&ss.k_empty[i], 128 * Config::kConsumerWarpgroups);  // every consumer thread
+            ptx::mbarrier_init(&ss.v_empty[i], 128 * Config::kConsumerWarpgroups);
         }
         ptx::fence_mbarrier_init();
     }
