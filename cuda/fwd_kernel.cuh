@@ -295,10 +295,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
         return wgmma_desc_advance(q_desc0, chunk * Config::kBlockM * Config::kSwizzleQk + within);
     };
-    auto k_desc = [&](int stage, int step) {
+    // A stage's descriptor once, then each K step's by a constant: one uniform add per wgmma (advancing by the sum
+    // let ptxas recompute the stage's part for every step).
+    auto k_desc = [&](uint64_t stage_desc, int step) {
         const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes + chunk * Config::kBlockN * Config::kSwizzleQk +
-                                               within);
+        return wgmma_desc_advance(stage_desc, chunk * Config::kBlockN * Config::kSwizzleQk + within);
     };
 
     float o[kAccRegs];
@@ -325,19 +326,20 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                                               : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
     const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
+        const uint64_t v_stage_desc =
+            wgmma_desc_advance(v_desc0, stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes));
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             if constexpr (Config::kPCodes) {
-                const uint64_t desc_v = wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * kStepBytes);
+                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * kStepBytes);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
             } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
-                const uint64_t desc_v = wgmma_desc_advance(v_desc0, stage * Config::kTileVtBytes + step * 16 * 128);
+                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * 16 * 128);
                 ptx::wgmma_m64n128k16_f32_f16_rs_mn(o, a, desc_v, 1);
             } else {
-                const uint64_t desc_v =
-                    wgmma_desc_advance(v_desc0, stage * Config::kTileVBytes + step * Input::kMmaK * Config::kSwizzleV);
+                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * Input::kMmaK * Config::kSwizzleV);
                 ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
             }
         }
@@ -352,14 +354,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
     // S(n) = Q K(n)^T into s.
     auto issue_qk = [&](int stage) {
+        const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
             if constexpr (Config::kIsFp8 && Config::kQInRegisters)
-                ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(stage, step), step > 0);
+                ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else if constexpr (Config::kQInRegisters)
-                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(stage, step), step > 0);
+                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else
-                ptx::wgmma_m64n128k16_f32_bf16_ss(s, q_desc(step), k_desc(stage, step), step > 0);
+                ptx::wgmma_m64n128k16_f32_bf16_ss(s, q_desc(step), k_desc(k_stage_desc, step), step > 0);
         }
         ptx::wgmma_commit_group();
     };
