@@ -8,9 +8,9 @@
 // subnormal holds up to 1023, and b <= 120.5. So the code is the low byte of each half, and one byte
 // permute packs four codes, two halves from each of two conversions, straight into the A fragment of the
 // P.V wgmma: per four probabilities 4 FFMA + 2 F2FP + 1 PRMT (the integer-clamp encoder before it needed
-// 4 FFMA + 4 IMNMX + 3 PRMT; the gfx950 kernel does the same with v_cvt_pk_f16_f32 and clamp). Codes below 0 (p' < 2^-7 once subnormal, p below 2^-15 of the
-// row max) become code 0; codes 1-7 are kept and read as e4m3 subnormals (the "linear" rule of
-// flashprefill.fp8). The numpy model, bit for bit: flashprefill.fp8.expfree_codes(encoder="f16");
+// 4 FFMA + 4 IMNMX + 3 PRMT; the gfx950 kernel does the same with v_cvt_pk_f16_f32 and clamp). Codes below 0
+// (p' < 2^-7 once subnormal, p below 2^-15 of the row max) become code 0; codes 1-7 are kept and read as e4m3
+// subnormals (the "linear" rule of flashprefill.fp8). The numpy model, bit for bit: flashprefill.fp8.expfree_codes(encoder="f16");
 // worst relative error of one probability: 7.55%.
 #pragma once
 

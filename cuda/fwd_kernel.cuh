@@ -311,8 +311,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     uint32_t p_run[kPRegs], p_new[kPRegs];
     OnlineMax online_max;
     // Row sums of the probabilities P.V uses, per half. bf16 (and float16 P): this thread's part (of its 32
-    // columns), quad-reduced at the end. e4m3 codes: the whole row's sum of the quantized P, which the tensor cores compute per
-    // tile as P times a column of ones (l_tile, m64n8 layout: elements 0, 1 half 0, 2, 3 half 1). Each tile's
+    // columns), quad-reduced at the end. e4m3 codes: the whole row's sum of the quantized P, which the tensor
+    // cores compute per tile as P times a column of ones (l_tile, m64n8 layout: elements 0, 1 half 0, 2, 3 half 1). Each tile's
     // sum starts afresh and is added here in fp32: the fp8 wgmma accumulator keeps too few bits to carry a
     // sum over thousands of keys (it lost 7% at 128k tokens).
     float row_sum[2] = {0.0f, 0.0f};
@@ -321,9 +321,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // O += P V(stage): bf16 reads V as stored (MN-major), float16 P the widened copy (MN-major too); e4m3 codes
     // read the transposed copy (K-major), and put P times ones into l_tile.
     // Stage 0's V^T (e4m3 codes, K-major) or V (MN-major); the ones column (e4m3 codes).
-    const uint64_t v_desc0 = Config::kPCodes  ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
-                             : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
-                                              : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
+    const uint64_t v_desc0 =
+        Config::kPCodes  ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
+        : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
+                         : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
     const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
         const uint64_t v_stage_desc =
@@ -367,8 +368,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_commit_group();
     };
     // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
-    // fragments), bf16 and float16 p in place in s. Gives the factor for what was accumulated before, per half. Must not
-    // touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
+    // fragments), bf16 and float16 p in place in s. Gives the factor for what was accumulated before, per half.
+    // Must not touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)

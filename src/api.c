@@ -59,8 +59,8 @@ static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale 
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
     return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
-           e->dim_v == p->dim_v && e->probabilities == p->probabilities && accepts_descale(e, &p->q_descale) && accepts_descale(e, &p->k_descale) &&
-           accepts_descale(e, &p->v_descale);
+           e->dim_v == p->dim_v && e->probabilities == p->probabilities && accepts_descale(e, &p->q_descale) &&
+           accepts_descale(e, &p->k_descale) && accepts_descale(e, &p->v_descale);
 }
 
 /* Validates p and finds its kernel; on failure sets the last error and returns NULL with *status set. A kernel

@@ -46,7 +46,8 @@ def main():
     for _ in range(args.repeat):
         out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()
-    print(f"{args.dtype} P {args.probabilities} {tuple(q.shape)} kv {tuple(k.shape)}: out finite: {bool(torch.isfinite(out).all())}")
+    print(f"{args.dtype} P {args.probabilities} {tuple(q.shape)} kv {tuple(k.shape)}: "
+          f"out finite: {bool(torch.isfinite(out).all())}")
 
 
 if __name__ == "__main__":
