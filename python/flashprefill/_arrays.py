@@ -15,6 +15,7 @@ an event (CuPy's runtime bindings), as the interface asks of consumers.
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import sys
 
 import ml_dtypes
@@ -39,8 +40,9 @@ def numpy_dtype(dtype):
     return _NUMPY_DTYPES[name]
 
 
+@functools.lru_cache(maxsize=256)
 def contiguous_strides(shape):
-    """Row-major strides in elements."""
+    """Row-major strides in elements (shape: a tuple; cached, as each call meets the same few shapes)."""
     strides, step = [], 1
     for extent in reversed(shape):
         strides.append(step)
@@ -114,16 +116,27 @@ def _cupy_ndarray():
     return None if cupy is None else cupy.ndarray
 
 
-def _cai_dtype(obj, cai, name):
-    typestr = numpy.dtype(cai["typestr"])
-    try:
-        declared = numpy.dtype(obj.dtype)  # CuPy and DeviceArray: names bfloat16 / float8 exactly
-    except (AttributeError, TypeError):
-        declared = None
+@functools.lru_cache(maxsize=64)
+def _dtype_name(typestr, declared):
+    """The ITEMSIZE name of an array with this typestr and declared dtype (None where it has none), or None.
+    Cached: numpy's dtype construction and .name cost microseconds, and every call meets the same few pairs."""
+    typestr = numpy.dtype(typestr)
     if declared is not None and declared.name in ITEMSIZE and declared.itemsize == typestr.itemsize:
         return declared.name
     if typestr.kind != "V" and typestr.byteorder != ">" and typestr.name in ITEMSIZE:
         return typestr.name
+    return None
+
+
+def _cai_dtype(obj, cai, name):
+    try:
+        declared = numpy.dtype(obj.dtype)  # CuPy and DeviceArray: names bfloat16 / float8 exactly
+    except (AttributeError, TypeError):
+        declared = None
+    dtype = _dtype_name(cai["typestr"], declared)
+    if dtype is not None:
+        return dtype
+    typestr = numpy.dtype(cai["typestr"])
     raise TypeError(f"{name} has dtype {declared if declared is not None else typestr.str} "
                     f"(typestr {cai['typestr']!r}); expected one of {', '.join(ITEMSIZE)}"
                     + ("; a typestr 'V' is ambiguous: give the object a .dtype of ml_dtypes, or use DeviceArray"
