@@ -113,31 +113,32 @@ static_assert(kFp8BlockTokensMultiple<128, 128> % FwdConfig<FLASHPREFILL_DTYPE_F
                   kFp8BlockTokensMultiple<192, 128> % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>::kBlockM == 0,
               "q tiles too");
 
+constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
+constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
+
 }  // namespace
 }  // namespace fp
 
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
 // or float16 probabilities.
-#define FP_DEFAULT_P FLASHPREFILL_PROBABILITIES_DEFAULT
-#define FP_FP16_P FLASHPREFILL_PROBABILITIES_FP16
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FP_DEFAULT_P, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, FP_DEFAULT_P, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
     {"hopper_fwd_fp8_hd128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, FP_FP16_P, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, FP_FP16_P>},
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kFp16P>},
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FP_DEFAULT_P, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<192, 128>, FP_DEFAULT_P, fp::check_items,
+     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, FP_FP16_P, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, FP_FP16_P>},
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kFp16P>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);
