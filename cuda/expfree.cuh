@@ -40,27 +40,49 @@ struct ExpFree {
     // The multiplier of the raw scores: 8 scale_log2 code steps per unit of log2.
     __device__ __forceinline__ static float score_multiplier(float scale_log2) { return scale_log2 * (8.0f * kCodeUnit); }
 
-    // Two codes, `lo` in bits 0-7 and `hi` in bits 16-23 (bits 8-15 and 24-31 are zero).
-    __device__ __forceinline__ static uint32_t code_pair(float s_lo, float s_hi, float multiplier, float row_constant)
+    // The value whose float16 rounding is a probability's code: y = b 2^-24, one FFMA of the raw score.
+    __device__ __forceinline__ static float prepared(float s, float multiplier, float row_constant)
     {
-        return ptx::cvt_rn_relu_f16x2_f32(fmaf(s_lo, multiplier, row_constant), fmaf(s_hi, multiplier, row_constant));
+        return fmaf(s, multiplier, row_constant);
     }
 
-    // The A fragment of P for K step `step` (32 keys) of a 128-key tile, from the raw scores s. Keys are in
-    // the order of fp8_transpose.cuh: per 16-column group, a thread's columns {2c, 2c+1, 2c+8, 2c+9}.
-    __device__ __forceinline__ static void pack_step(const float (&s)[kAccRegs], float multiplier,
-                                                     const float (&row_constant)[2], int step, uint32_t (&p)[16])
+    // The A fragment of P for K step `step` (32 keys) from the prepared values y of the step's 16 accumulator
+    // elements (16 step .. 16 step + 15). Keys are in the order of fp8_transpose.cuh: per 16-column group, a
+    // thread's columns {2c, 2c+1, 2c+8, 2c+9}.
+    template <int kPRegs>
+    __device__ __forceinline__ static void pack(const float (&y)[16], int step, uint32_t (&p)[kPRegs])
     {
-        uint32_t pair[8];  // elements (2i, 2i + 1) of the step's 16, both of half acc_half(2i)
+        uint32_t pair[8];  // codes of elements (2i, 2i + 1): `lo` in bits 0-7, `hi` in bits 16-23, zeros between
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-            pair[i] = code_pair(s[16 * step + 2 * i], s[16 * step + 2 * i + 1], multiplier,
-                                row_constant[acc_half(2 * i)]);
+            pair[i] = ptx::cvt_rn_relu_f16x2_f32(y[2 * i], y[2 * i + 1]);
         // bytes 0 and 2 of each of two pairs: elements {0, 1, 4, 5}, {2, 3, 6, 7}, {8, 9, 12, 13}, ...
         p[4 * step + 0] = ptx::prmt(pair[0], pair[2], 0x6420);
         p[4 * step + 1] = ptx::prmt(pair[1], pair[3], 0x6420);
         p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
         p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
+    }
+
+    // Step `step`'s codes straight from the raw scores s (into a buffer that no running wgmma reads).
+    template <int kRegs, int kPRegs>
+    __device__ __forceinline__ static void pack_step(const float (&s)[kRegs], float multiplier,
+                                                     const float (&row_constant)[2], int step, uint32_t (&p)[kPRegs])
+    {
+        float y[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            y[e] = prepared(s[16 * step + e], multiplier, row_constant[acc_half(e)]);
+        pack(y, step, p);
+    }
+
+    // Step `step`'s raw scores into their prepared values in place, for pack once P's registers are free.
+    template <int kRegs>
+    __device__ __forceinline__ static void prepare_step(float (&s)[kRegs], float multiplier,
+                                                        const float (&row_constant)[2], int step)
+    {
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            s[16 * step + e] = prepared(s[16 * step + e], multiplier, row_constant[acc_half(e)]);
     }
 };
 
@@ -68,22 +90,43 @@ struct ExpFree {
 // ex2(s * scale_log2 - max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree.
 template <int kOffsetLog2>
 struct Exp2Codes {
-    __device__ __forceinline__ static void pack_step(const float (&s)[kAccRegs], float scale_log2,
-                                                     const float (&max_used)[2], int step, uint32_t (&p)[16])
+    __device__ __forceinline__ static float prepared(float s, float scale_log2, float max_used)
     {
-        const float shift[2] = {max_used[0] - kOffsetLog2, max_used[1] - kOffsetLog2};
-        float v[16];
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-            v[e] = ptx::ex2_approx_ftz(fmaf(s[16 * step + e], scale_log2, -shift[acc_half(e)]));
-        auto pack = [&](int a, int b, int c, int d) {
+        return ptx::ex2_approx_ftz(fmaf(s, scale_log2, kOffsetLog2 - max_used));
+    }
+
+    // The A fragment of step `step` from the step's 16 probabilities p'.
+    template <int kPRegs>
+    __device__ __forceinline__ static void pack(const float (&v)[16], int step, uint32_t (&p)[kPRegs])
+    {
+        auto pack4 = [&](int a, int b, int c, int d) {
             return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
                    static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
         };
-        p[4 * step + 0] = pack(0, 1, 4, 5);
-        p[4 * step + 1] = pack(2, 3, 6, 7);
-        p[4 * step + 2] = pack(8, 9, 12, 13);
-        p[4 * step + 3] = pack(10, 11, 14, 15);
+        p[4 * step + 0] = pack4(0, 1, 4, 5);
+        p[4 * step + 1] = pack4(2, 3, 6, 7);
+        p[4 * step + 2] = pack4(8, 9, 12, 13);
+        p[4 * step + 3] = pack4(10, 11, 14, 15);
+    }
+
+    template <int kRegs, int kPRegs>
+    __device__ __forceinline__ static void pack_step(const float (&s)[kRegs], float scale_log2,
+                                                     const float (&max_used)[2], int step, uint32_t (&p)[kPRegs])
+    {
+        float v[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            v[e] = prepared(s[16 * step + e], scale_log2, max_used[acc_half(e)]);
+        pack(v, step, p);
+    }
+
+    template <int kRegs>
+    __device__ __forceinline__ static void prepare_step(float (&s)[kRegs], float scale_log2,
+                                                        const float (&max_used)[2], int step)
+    {
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            s[16 * step + e] = prepared(s[16 * step + e], scale_log2, max_used[acc_half(e)]);
     }
 };
 

@@ -21,8 +21,16 @@
 //     for j >= 4 (the other one of each pair in matrices 1 and 3). Their rows then cover all 8 residues of
 //     dim % 8, so under the 128-byte swizzle (16-byte chunk x of row d at x ^ (d % 8)) the 8 rows of a
 //     matrix fill 8 different chunks: no bank conflicts. The loads are free of them too (8 consecutive keys).
-// Per 16 bytes a thread: 1 ldmatrix, 4 byte permutes, 1 stmatrix and 2 address operations. Each of the 4 warps
-// takes two column chunks of all 4 key groups; the addresses are fixed per thread up to the task.
+// Per 16 bytes a thread: 1 ldmatrix, 4 byte permutes, 1 stmatrix and 2 address operations.
+//
+// Two tile shapes. 128 keys: V^T is 128 dim rows of 128 positions (sw128), transposed by a warpgroup of its own,
+// each of its 4 warps two column chunks of all 4 key groups. 192 keys: V^T is positions 0-127 as above, then
+// positions 128-191 as 128 dim rows of 64 bytes under the 64-byte swizzle (16-byte chunk x of row d at
+// x ^ (d / 2 % 4)), which P.V's last two K steps read through 64-byte-swizzle descriptors; three warps (the
+// producer warpgroup's warps 1-3) transpose it, warp w the key groups 2w and 2w + 1 of all 8 column chunks. In
+// the 64-byte rows a stored matrix's rows (dims 0, 2, 4, 6, 9, 11, 13, 15 of the chunk, or the other four pairs)
+// still fall in 8 different 16-byte bank groups: rows d and d + 2 are 128 bytes apart, their swizzles differ.
+// The addresses are fixed per thread up to the task.
 #pragma once
 
 #include <cstdint>
@@ -32,11 +40,17 @@
 
 namespace fp {
 
-// Per-thread addresses and selectors of the transpose, relative to the stage's V and V^T tiles (computed once).
+// Per-thread addresses and selectors of the transpose of a kKeys-key tile, relative to the stage's V and V^T
+// tiles (computed once); `thread` counts the transposing threads from 0.
+template <int kKeys>
 struct TransposeLanes {
+    static_assert(kKeys == 128 || kKeys == 192, "V^T tiles of 128 or 192 keys");
+    static constexpr uint32_t kMainBytes = 128 * 128;  // positions 0-127: 128 dim rows of 128 bytes
     uint32_t load;        // key 8 (t / 8) + t % 8, swizzle bits of chunk 0 (XOR in the chunk)
-    uint32_t store;       // dim row of this lane's stored row in chunk 2 w, positions chunk (t / 16) % 2
-    uint32_t chunk0;      // the warp's first column chunk
+    uint32_t store;       // this lane's stored row (a dim) in the warp's part of V^T, chunk 0, group 0
+    uint32_t chunk_bytes; // 16 dim rows of the warp's part of V^T: one column chunk of V
+    uint32_t first;       // 128 keys: the warp's first column chunk; 192: its first key group
+    uint32_t group_xor;   // 192: the XOR that puts the warp's first group in place within its row
     uint32_t select[2];   // prmt selectors of matrices 0/2 and 1/3: this lane's words are dims 2j and 2j + 1
 
     __device__ __forceinline__ explicit TransposeLanes(uint32_t thread)
@@ -46,32 +60,43 @@ struct TransposeLanes {
         load = (8 * matrix + row) * 128 + (row << 4);  // swizzle of chunk 0: 0 ^ (key % 8)
         // stored matrix `matrix`, row `row`: dim 2 row or 2 row + 1 within the chunk (see above)
         const uint32_t dim = 2 * row + ((matrix % 2 == 0) == (row < 4) ? 0 : 1);
-        store = dim * 128 + (((matrix / 2) ^ (dim % 8)) << 4);
-        chunk0 = 2 * warp;
+        const bool tail = kKeys == 192 && warp == 2;  // key groups 4 and 5: positions 128-191
+        store = tail ? kMainBytes + dim * 64 + (((matrix / 2) ^ (dim / 2 % 4)) << 4)
+                     : dim * 128 + (((matrix / 2) ^ (dim % 8)) << 4);
+        chunk_bytes = tail ? 16 * 64 : 16 * 128;
+        first = 2 * warp;
+        group_xor = (kKeys == 192 && warp == 1 ? 2u : 0u) << 5;  // groups 2 and 3 are bytes 64-127 of a row
         const uint32_t j = lane / 4;
         select[0] = j < 4 ? 0x6420u : 0x7531u;
         select[1] = j < 4 ? 0x7531u : 0x6420u;
     }
 };
 
-// Transposes one 128 x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x
-// positions, sw128, 1024-byte aligned). Called by all 128 threads of the transposing warpgroup.
-__device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes &lanes)
+// Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
+// 1024-byte aligned, as above). Called by every transposing thread.
+template <int kKeys>
+__device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes<kKeys> &lanes)
 {
-    constexpr uint32_t kGroups = 4;            // 32-key groups per tile
-    constexpr uint32_t kGroupBytes = 32 * 128; // one group of V rows
-    constexpr uint32_t kChunkRowsBytes = 16 * 128;  // 16 dim rows of V^T: one column chunk of V
+    constexpr uint32_t kGroupBytes = 32 * 128;  // one 32-key group of V rows
+    auto task = [&](uint32_t chunk, uint32_t group, uint32_t position_xor) {
+        uint32_t x[4];
+        ptx::ldmatrix_x4_trans(x, (v + lanes.load + group * kGroupBytes) ^ (chunk << 4));
+        const uint32_t y[4] = {ptx::prmt(x[0], x[1], lanes.select[0]), ptx::prmt(x[0], x[1], lanes.select[1]),
+                               ptx::prmt(x[2], x[3], lanes.select[0]), ptx::prmt(x[2], x[3], lanes.select[1])};
+        ptx::stmatrix_x4((vt + lanes.store + chunk * lanes.chunk_bytes) ^ position_xor, y);
+    };
+    if constexpr (kKeys == 128) {
 #pragma unroll
-    for (uint32_t half = 0; half < 2; ++half) {
-        const uint32_t chunk = lanes.chunk0 + half;
+        for (uint32_t half = 0; half < 2; ++half)
 #pragma unroll
-        for (uint32_t g = 0; g < kGroups; ++g) {
-            uint32_t x[4];
-            ptx::ldmatrix_x4_trans(x, (v + lanes.load + g * kGroupBytes) ^ (chunk << 4));
-            const uint32_t y[4] = {ptx::prmt(x[0], x[1], lanes.select[0]), ptx::prmt(x[0], x[1], lanes.select[1]),
-                                   ptx::prmt(x[2], x[3], lanes.select[0]), ptx::prmt(x[2], x[3], lanes.select[1])};
-            ptx::stmatrix_x4((vt + lanes.store + chunk * kChunkRowsBytes) ^ (g << 5), y);
-        }
+            for (uint32_t g = 0; g < 4; ++g)
+                task(lanes.first + half, g, g << 5);
+    } else {
+#pragma unroll
+        for (uint32_t chunk = 0; chunk < 8; ++chunk)
+#pragma unroll
+            for (uint32_t g = 0; g < 2; ++g)
+                task(chunk, lanes.first + g, lanes.group_xor ^ (g << 5));
     }
 }
 

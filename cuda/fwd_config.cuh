@@ -20,9 +20,9 @@
 #ifndef FP_ABLATE_SPLIT2
 #define FP_ABLATE_SPLIT2 0  // 1: two K steps of four by MUFU, two exp-free
 #endif
-// fp8: how many of the four K steps of a tile's probabilities go through MUFU ex2 + cvt (the rest exp-free):
-// both pipes at once may beat either alone (issue 4).
-#define FP_MUFU_STEPS (FP_ABLATE_EXPFREE ? 4 : FP_ABLATE_SPLIT2 ? 2 : FP_ABLATE_SPLIT1 ? 1 : 0)
+// fp8: how many of the first K steps (32 keys each) of a tile's probabilities go through MUFU ex2 + cvt (the rest
+// exp-free): both pipes at once may beat either alone (issue 4). 8: every step of a tile (at most 6).
+#define FP_MUFU_STEPS (FP_ABLATE_EXPFREE ? 8 : FP_ABLATE_SPLIT2 ? 2 : FP_ABLATE_SPLIT1 ? 1 : 0)
 
 namespace fp {
 
@@ -49,7 +49,7 @@ struct InputType<FLASHPREFILL_DTYPE_FP8_E4M3> {
 constexpr int kMaxSharedBytes = 232448;
 
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT>
+          flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;
@@ -63,15 +63,28 @@ struct FwdConfig {
 
     static constexpr int kHeadDimQk = kDimQk;
     static constexpr int kHeadDimV = kDimV;
-    // 128 query rows per CTA, 64 per consumer warpgroup (the M of one wgmma); 128 keys per KV tile: the
-    // S accumulator (64 fp32 per thread) plus O (64) plus P fit the consumers' 232 registers.
+    // 128 query rows per CTA, 64 per consumer warpgroup (the M of one wgmma). 128 keys per KV tile: the S
+    // accumulator (64 fp32 per thread) plus O (64) plus P fit the consumers' 216-232 registers. e4m3 codes at
+    // hd128 also come with 192 keys per tile (FlashAttention-3 takes 224): the per-tile costs (the row max's
+    // reduction, the turn, the barrier waits, O's rescale) spread over 1.5x the keys, at the price of S in 96
+    // registers, P packed from S after P.V's wait (no second P buffer), the transposer moved into the producer
+    // warpgroup for 240 registers a consumer, and two stages.
     static constexpr int kBlockM = 128;
-    static constexpr int kBlockN = 128;
+    static constexpr int kBlockN = kKvTileKeys;
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
-    // Producer warpgroups: one issues the TMA loads (two lanes of its warp 0); fp8 adds one that transposes
-    // (or widens) each V tile, all four of its warps, so that it keeps pace with P.V.
-    static constexpr int kProducerWarpgroups = kIsFp8 ? 2 : 1;
+    static_assert(kBlockN == 128 || (kBlockN == 192 && kPCodes && kDimQk == 128),
+                  "192-key tiles exist for e4m3 codes at hd128 only");
+    // fp8 V is transposed (or widened) for P.V as it lands, so that it keeps pace with P.V: at 128 keys by a
+    // warpgroup of its own (all four warps); at 192 by warps 1-3 of the producer warpgroup, whose warp 0 issues
+    // the TMA loads (two lanes).
+    static constexpr bool kTransposerInProducer = kBlockN == 192;
+    static constexpr int kProducerWarpgroups = kIsFp8 && !kTransposerInProducer ? 2 : 1;
+    static constexpr int kConverterThread0 = kTransposerInProducer ? 32 : 128;  // the first converting thread
+    static constexpr int kConverterThreads = kTransposerInProducer ? 96 : 128;
+    // e4m3 codes at 128 keys are computed into a second P buffer while P.V reads the first; elsewhere the
+    // softmax leaves its values in S and P is packed from them once P.V is done with its registers.
+    static constexpr bool kPDoubleBuffered = kPCodes && kBlockN == 128;
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
@@ -89,14 +102,15 @@ struct FwdConfig {
                                            kMaxSharedBytes
                                        ? 3
                                        : 2;
-    // setmaxnreg: producers need few registers; the consumers hold S (64), O (64), P (bf16 32, fp8 16),
-    // Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24 at 192) and addresses.
-    // bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole register file).
+    // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32,
+    // fp8 16, twice at 128 keys; 24 at 192), Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24
+    // at 192) and addresses. bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole
+    // register file); fp8 at 192 keys: 128 * 32 + 256 * 240 = 65536.
     // Q is held in registers as the A operand of S = Q K^T where it costs at most 32 of them (dim_qk * bytes
     // / 8 per thread); bf16 at dim_qk 192 would need 48 and spill, so there S reads Q from shared memory.
     static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= 256;
     static constexpr int kProducerRegs = 40;
-    static constexpr int kConsumerRegs = kIsFp8 ? 216 : 232;
+    static constexpr int kConsumerRegs = kTransposerInProducer ? 232 : kIsFp8 ? 216 : 232;
 
     // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q
     // and K in 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 192 bytes
@@ -111,7 +125,8 @@ struct FwdConfig {
     static_assert(kDimQk % kAtomColsQk == 0 && kDimV % kAtomColsV == 0, "dims must fill whole swizzle rows");
     static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % kPvMmaK == 0, "K steps must tile");
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
-    static_assert(kBlockN == 128 && kDimV == 128, "the m64n128 wgmma helpers fix N at 128");
+    static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
+    static_assert(kBlockN / kPvMmaK <= 8, "FP_MUFU_STEPS' 8 is every K step of a tile");
     static_assert(kQInRegisters || !kIsFp8, "S = Q K^T from shared memory exists for bf16 only");
     static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <= 65536,
                   "register file");
@@ -131,14 +146,17 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVtBytes];
     // e4m3 codes: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
     alignas(1024) uint8_t ones[Config::kPCodes ? kOnesBytes : 0];
-    // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer).
+    // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer), and the V block exponent
+    // passed on with V^T (v_converter).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
+    int32_t vt_exponent[Config::kIsFp8 ? Config::kStages : 0];
     uint64_t q_full;
     uint64_t q_empty;
     uint64_t k_full[Config::kStages];
     uint64_t v_full[Config::kStages];
     uint64_t vt_full[Config::kStages];
+    uint64_t vt_empty[Config::kStages];
     uint64_t k_empty[Config::kStages];
     uint64_t v_empty[Config::kStages];
 };

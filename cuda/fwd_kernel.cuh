@@ -2,10 +2,10 @@
 // batch) in turn (work_index), warp-specialised; the producer loads the next item's tiles while the consumers
 // finish the last one.
 //
-//   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per 128-key tile; V per tile),
-//                           kStages deep, and pass each tile's fp8 descale beside it.
-//   fp8 only, warpgroup 1: turns each V tile into V^T for P.V (fp8_transpose.cuh), or widens it to float16 where
-//   P is float16 (fp8_widen.cuh).
+//   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per KV tile of kBlockN keys; V per
+//                           tile), kStages deep, and pass each tile's fp8 descale beside it.
+//   fp8 only, warpgroup 1 (or warps 1-3 of warpgroup 0 at 192 keys a tile): turns each V tile into V^T for P.V
+//   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh).
 //   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
 //   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
 //   Per KV tile n (keys visited from the diagonal down):
@@ -17,7 +17,8 @@
 //           fp8 as e4m3 codes computed exp-free (expfree.cuh)
 //       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
 //           the softmax)
-//       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments
+//       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
+//           could not write them during P.V: FwdConfig::kPDoubleBuffered)
 //   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products.
 #pragma once
 
@@ -196,21 +197,26 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     }
 }
 
-// fp8: the second producer warpgroup turns each V tile into V^T (e4m3 P) or widens it (float16 P) as it lands.
-// (v_empty[stage] was awaited before V(it) was loaded, so vt[stage], read by the same P.V, is free too.)
+// fp8: the converting threads turn each V tile into V^T (e4m3 P) or widen it (float16 P) as it lands, once the
+// P.V that read the stage's last V^T is done (vt_empty), and hand V's slot back to the producer at once (v_empty),
+// with the tile's block exponent passed on beside V^T: the next V loads while this one waits for its P.V.
 template <class Config>
-__device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRange range, const TransposeLanes &lanes,
+__device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRange range,
+                                            const TransposeLanes<Config::kBlockN> &lanes, uint32_t thread,
                                             PipelineState<Config::kStages> &pipe)
 {
     for (int it = 0; it < range.end; ++it, pipe.advance()) {
         ptx::mbarrier_wait_parity(&ss.v_full[pipe.stage], pipe.phase);
+        ptx::mbarrier_wait_parity(&ss.vt_empty[pipe.stage], pipe.phase ^ 1);
+        if (thread == 0)
+            ss.vt_exponent[pipe.stage] = ss.v_exponent[pipe.stage];
         if constexpr (Config::kPCodes)
             transpose_v_tile_fp8(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), lanes);
         else
-            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]),
-                                     threadIdx.x % 128);
-        ptx::fence_proxy_async_shared();
+            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), thread);
+        ptx::fence_proxy_async_shared();  // V^T's writes before the tensor cores read them, V's reads before TMA
         ptx::mbarrier_arrive(&ss.vt_full[pipe.stage]);
+        ptx::mbarrier_arrive(&ss.v_empty[pipe.stage]);
     }
 }
 
@@ -225,6 +231,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     constexpr int kQkSteps = Config::kHeadDimQk / Input::kMmaK;
     constexpr int kPvSteps = Config::kBlockN / Config::kPvMmaK;
     constexpr int kPRegs = 4 * kPvSteps;                              // A fragments of P for one KV tile
+    constexpr int kSRegs = Config::kBlockN / 2;                       // S of one KV tile (m64nN accumulator)
     static_assert(kStepsPerChunk * kStepBytes == Config::kSwizzleQk, "wgmma K steps tile a swizzle row");
 
     // e4m3 codes: the warpgroup index taken from lane 0 (__shfl_sync), which ptxas knows to be warp-uniform, so that
@@ -265,7 +272,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
     auto tile_v_exponent = [&](int stage) {
         if constexpr (Config::kIsFp8)
-            return ss.v_exponent[stage];
+            return ss.vt_exponent[stage];
         else
             return 0;
     };
@@ -303,11 +310,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
 
     float o[kAccRegs];
-    float s[kAccRegs];
+    float s[kSRegs];
 #pragma unroll
     for (int e = 0; e < kAccRegs; ++e)
-        o[e] = s[e] = 0.0f;
-    // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile (fp8).
+        o[e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kSRegs; ++e)
+        s[e] = 0.0f;
+    // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile where P is
+    // double-buffered (Config::kPDoubleBuffered; p_new is unused elsewhere).
     uint32_t p_run[kPRegs], p_new[kPRegs];
     OnlineMax online_max;
     // Row sums of the probabilities P.V uses, per half. bf16 (and float16 P): this thread's part (of its 32
@@ -326,14 +337,20 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
                          : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
     const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
+    // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows after the first 128 (fp8_transpose.cuh).
+    constexpr uint32_t kVtMainBytes = 128 * 128;
+    const uint64_t vt_tail_desc0 = wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + kVtMainBytes, 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
-        const uint64_t v_stage_desc =
-            wgmma_desc_advance(v_desc0, stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes));
+        const uint32_t stage_bytes = stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes);
+        const uint64_t v_stage_desc = wgmma_desc_advance(v_desc0, stage_bytes);
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             if constexpr (Config::kPCodes) {
-                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * kStepBytes);
+                constexpr int kMainSteps = 128 / Config::kPvMmaK;
+                const uint64_t desc_v =
+                    step < kMainSteps ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
+                                      : wgmma_desc_advance(vt_tail_desc0, stage_bytes + (step - kMainSteps) * kStepBytes);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
             } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
@@ -358,7 +375,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
-            if constexpr (Config::kIsFp8 && Config::kQInRegisters)
+            if constexpr (Config::kIsFp8 && Config::kBlockN == 192)
+                ptx::wgmma_m64n192k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
+            else if constexpr (Config::kIsFp8 && Config::kQInRegisters)
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else if constexpr (Config::kQInRegisters)
                 ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
@@ -367,8 +386,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
         ptx::wgmma_commit_group();
     };
-    // Mask (where needed), update the row max, and turn S(n) into P(n): fp8 codes packed into `codes` (the A
-    // fragments), bf16 and float16 p in place in s. Gives the factor for what was accumulated before, per half.
+    // Mask (where needed), update the row max, and turn S(n) into P(n): e4m3 codes packed into `codes` (the A
+    // fragments) where P is double-buffered, else the values P is packed from (pack_p) in place in s: bf16 and
+    // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
     // Must not touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
@@ -383,10 +403,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const float multiplier = Codes::score_multiplier(scale_log2);
 #pragma unroll
             for (int step = 0; step < kPvSteps; ++step) {
-                if (step < FP_MUFU_STEPS)
-                    Exp2Codes<Input::kPOffsetLog2>::pack_step(s, scale_log2, max_used, step, codes);
-                else
-                    Codes::pack_step(s, multiplier, row_constant, step, codes);
+                using Mufu = Exp2Codes<Input::kPOffsetLog2>;
+                if constexpr (Config::kPDoubleBuffered) {
+                    if (step < FP_MUFU_STEPS)
+                        Mufu::pack_step(s, scale_log2, max_used, step, codes);
+                    else
+                        Codes::pack_step(s, multiplier, row_constant, step, codes);
+                } else if (step < FP_MUFU_STEPS) {
+                    Mufu::prepare_step(s, scale_log2, max_used, step);
+                } else {
+                    Codes::prepare_step(s, multiplier, row_constant, step);
+                }
             }
         } else {
             float tile_sum[2];
@@ -396,16 +423,28 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
         }
     };
-    // bf16 or float16 P: P (fp32 in s) into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA
-    // 9.7.15.5.1).
+    // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
+    // P converted; e4m3 codes (not double-buffered) from their prepared values.
     auto pack_p = [&](uint32_t (&p)[kPRegs]) {
 #pragma unroll
-        for (int step = 0; step < kPvSteps; ++step)
+        for (int step = 0; step < kPvSteps; ++step) {
+            if constexpr (Config::kPCodes) {
+                float y[16];
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const float lo = s[8 * step + 2 * r], hi = s[8 * step + 2 * r + 1];
-                p[4 * step + r] = Config::kPvF16 ? ptx::cvt_rn_f16x2_f32(lo, hi) : ptx::cvt_rn_bf16x2_f32(lo, hi);
+                for (int e = 0; e < 16; ++e)
+                    y[e] = s[16 * step + e];
+                if (step < FP_MUFU_STEPS)
+                    Exp2Codes<Input::kPOffsetLog2>::pack(y, step, p);
+                else
+                    ExpFree<Input::kPOffsetLog2>::pack(y, step, p);
+            } else {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float lo = s[8 * step + 2 * r], hi = s[8 * step + 2 * r + 1];
+                    p[4 * step + r] = Config::kPvF16 ? ptx::cvt_rn_f16x2_f32(lo, hi) : ptx::cvt_rn_bf16x2_f32(lo, hi);
+                }
             }
+        }
     };
     // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max.
     auto add_tile_sums = [&](const float (&rescale)[2]) {
@@ -456,7 +495,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         float rescale[2];  // O is still zero
         softmax_step(0, scale_log2, rescale, p_run);
         wait_v(stage, phase);  // for P(0) V(0), issued in the next iteration
-        if constexpr (!Config::kPCodes)
+        if constexpr (!Config::kPDoubleBuffered)
             pack_p(p_run);
     }
     // KV tile `it` in stage `stage` (filled for the phase-th time, mod 2): P(it-1) V(it-1) from p_run, P(it) into
@@ -488,11 +527,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::fence_registers(p_run);
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
-        release(&ss.v_empty[prev_stage]);
+        release(Config::kIsFp8 ? &ss.vt_empty[prev_stage] : &ss.v_empty[prev_stage]);
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
         pending_rescale[1] = rescale[1];
-        if constexpr (!Config::kPCodes)
+        if constexpr (!Config::kPDoubleBuffered)
             pack_p(p_run);  // P(n-1) V(n-1) is done with it
     };
     for (int it = 1; it < range.end; ++it) {
@@ -501,9 +540,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         pipe.advance();
         iteration(it, stage, prev_stage, phase);
         prev_stage = stage;
-        // P(n) to the buffer the next P.V reads (e4m3 codes: 16 moves; two buffers taking turns over a loop
-        // unrolled by two let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
-        if constexpr (Config::kPCodes) {
+        // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
+        // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
+        if constexpr (Config::kPDoubleBuffered) {
 #pragma unroll
             for (int r = 0; r < kPRegs; ++r)
                 p_run[r] = p_new[r];
@@ -523,7 +562,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
-        release(&ss.v_empty[stage]);
+        release(Config::kIsFp8 ? &ss.vt_empty[stage] : &ss.v_empty[stage]);
         if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
@@ -576,9 +615,12 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
-            ptx::mbarrier_init(&ss.vt_full[i], 128);                          // every transposing thread
+            ptx::mbarrier_init(&ss.vt_full[i], Config::kConverterThreads);    // every converting thread
             ptx::mbarrier_init(&ss.k_empty[i], 128 * Config::kConsumerWarpgroups);  // every consumer thread
-            ptx::mbarrier_init(&ss.v_empty[i], 128 * Config::kConsumerWarpgroups);
+            ptx::mbarrier_init(&ss.vt_empty[i], 128 * Config::kConsumerWarpgroups);
+            // fp8: V's slot is freed by the converting threads, bf16's by the consumers after P.V
+            ptx::mbarrier_init(&ss.v_empty[i], Config::kIsFp8 ? Config::kConverterThreads
+                                                              : 128 * Config::kConsumerWarpgroups);
         }
         ptx::fence_mbarrier_init();
     }
@@ -604,14 +646,18 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        if (warpgroup == 0) {
-            if (threadIdx.x < 2)  // the two issuing lanes (producer)
-                for_each_item([&](const WorkItem &w, KvRange range, int round) {
-                    producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
-                });
+        if (threadIdx.x < 2) {  // the two issuing lanes (producer)
+            for_each_item([&](const WorkItem &w, KvRange range, int round) {
+                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
+            });
         } else if constexpr (Config::kIsFp8) {
-            const TransposeLanes lanes(threadIdx.x % 128);
-            for_each_item([&](const WorkItem &, KvRange range, int) { v_converter<Config>(ss, range, lanes, pipe); });
+            if (threadIdx.x >= Config::kConverterThread0) {
+                const uint32_t thread = threadIdx.x - Config::kConverterThread0;
+                const TransposeLanes<Config::kBlockN> lanes(thread);
+                for_each_item([&](const WorkItem &, KvRange range, int) {
+                    v_converter<Config>(ss, range, lanes, thread, pipe);
+                });
+            }
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();

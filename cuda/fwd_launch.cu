@@ -26,10 +26,10 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
 }
 
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT>
+          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
-    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP>;
+    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys>;
     static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
     const CUtensorMapDataType type =
         Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -106,12 +106,23 @@ constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK);
-// PER_BLOCK: a block may hold several query or KV tiles, never part of one.
-template <int kDimQk, int kDimV>
-constexpr int kFp8BlockTokensMultiple = FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, kDimQk, kDimV>::kBlockN;
-static_assert(kFp8BlockTokensMultiple<128, 128> % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>::kBlockM == 0 &&
-                  kFp8BlockTokensMultiple<192, 128> % FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>::kBlockM == 0,
-              "q tiles too");
+// PER_BLOCK: a block may hold several query or KV tiles, never part of one: a multiple of both tiles (of 128
+// query rows, and 128 or 192 keys).
+constexpr int lcm(int a, int b)
+{
+    int x = a, y = b;
+    while (y != 0) {
+        const int r = x % y;
+        x = y;
+        y = r;
+    }
+    return a / x * b;
+}
+template <int kDimQk, int kDimV, int kKvTileKeys = 128>
+constexpr int kFp8BlockTokensMultiple =
+    lcm(FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, kDimQk, kDimV, FLASHPREFILL_PROBABILITIES_DEFAULT, kKvTileKeys>::kBlockM,
+        kKvTileKeys);
+static_assert(kFp8BlockTokensMultiple<128, 128> == 128 && kFp8BlockTokensMultiple<128, 128, 192> == 384);
 
 constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
 constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
@@ -120,11 +131,15 @@ constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
 }  // namespace fp
 
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
-// or float16 probabilities.
+// or float16 probabilities. fp8 hd128 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales
+// whose blocks are not a multiple of 384 tokens take the 128-key kernel.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
+    {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
+     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
      fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},

@@ -1,7 +1,7 @@
-// Online softmax over the S accumulators of one consumer thread (m64n128 wgmma layout).
+// Online softmax over the S accumulators of one consumer thread (m64nN wgmma layout, N = 128 or 192 keys).
 //
 // Accumulator layout (PTX ISA 9.7.15.5.4, m64nNk*): thread `lane` of warp `w` in the warpgroup holds,
-// for element e of 64, row 16 w + lane / 4 + 8 * ((e / 2) % 2) and column 8 (e / 4) + 2 (lane % 4) + e % 2.
+// for element e of N / 2, row 16 w + lane / 4 + 8 * ((e / 2) % 2) and column 8 (e / 4) + 2 (lane % 4) + e % 2.
 // So a thread owns two rows ("halves"), and the 4 threads of a quad share them.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace fp {
 
-constexpr int kAccRegs = 64;
+constexpr int kAccRegs = 64;  // an m64n128 accumulator: O, and S over 128 keys
 
 __device__ __forceinline__ int acc_half(int e) { return (e >> 1) & 1; }
 __device__ __forceinline__ int acc_col(int e, uint32_t lane) { return 8 * (e >> 2) + 2 * (lane & 3) + (e & 1); }
@@ -32,11 +32,12 @@ __device__ __forceinline__ float quad_sum(float x)
 
 // Sets s to -inf where key `col0 + col` may not be seen by query `row0 + row`: past seqlen_k, or, when
 // causal, past the bottom-right-aligned diagonal (key <= query + causal_offset).
-__device__ __forceinline__ void apply_mask(float (&s)[kAccRegs], uint32_t lane, int query_half0, int key0,
+template <int kRegs>
+__device__ __forceinline__ void apply_mask(float (&s)[kRegs], uint32_t lane, int query_half0, int key0,
                                            int seqlen_k, bool causal, int causal_offset)
 {
 #pragma unroll
-    for (int e = 0; e < kAccRegs; ++e) {
+    for (int e = 0; e < kRegs; ++e) {
         const int key = key0 + acc_col(e, lane);
         const int query = query_half0 + 8 * acc_half(e);
         if (key >= seqlen_k || (causal && key > query + causal_offset))
@@ -51,7 +52,8 @@ struct OnlineMax {
     // Takes a new tile of raw scores s; gives the factor by which everything accumulated so far must be
     // multiplied (per half) and the max to measure this tile's t from (0 where a row has seen only masked keys,
     // so that its p come out 0, not NaN).
-    __device__ __forceinline__ void update(const float (&s)[kAccRegs], float scale_log2, float (&rescale)[2],
+    template <int kRegs>
+    __device__ __forceinline__ void update(const float (&s)[kRegs], float scale_log2, float (&rescale)[2],
                                            float (&max_used)[2])
     {
         // Four independent chains per half (by e % 2 and column-group parity) keep the reduction short.
@@ -62,7 +64,7 @@ struct OnlineMax {
             for (int c = 0; c < 4; ++c)
                 part_max[h][c] = -INFINITY;
 #pragma unroll
-        for (int e = 0; e < kAccRegs; ++e)
+        for (int e = 0; e < kRegs; ++e)
             part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -77,13 +79,14 @@ struct OnlineMax {
 
 // p = 2^(s * scale_log2 - max_used + offset_log2) in place (the MUFU path); returns this thread's part of
 // each row's sum of p.
-__device__ __forceinline__ void exp2_in_place(float (&s)[kAccRegs], float scale_log2, const float (&max_used)[2],
+template <int kRegs>
+__device__ __forceinline__ void exp2_in_place(float (&s)[kRegs], float scale_log2, const float (&max_used)[2],
                                               int offset_log2, float (&tile_sum)[2])
 {
     const float shift[2] = {max_used[0] - offset_log2, max_used[1] - offset_log2};
     float part_sum[2][4] = {};
 #pragma unroll
-    for (int e = 0; e < kAccRegs; ++e) {
+    for (int e = 0; e < kRegs; ++e) {
         s[e] = ptx::ex2_approx_ftz(fmaf(s[e], scale_log2, -shift[acc_half(e)]));
         part_sum[acc_half(e)][acc_chain(e)] += s[e];
     }

@@ -14,14 +14,16 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
-# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities> in each kernel's name; "fp8-p16": fp8 with float16
-# probabilities.
-KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}E"
-           for kind, dtype, p in (("bf16", 1, 0), ("fp8", 2, 0), ("fp8-p16", 2, 1))
+# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys> in each kernel's name; "fp8-p16": fp8
+# with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys.
+KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
+           for kind, dtype, p, keys in (("bf16", 1, 0, 128), ("fp8", 2, 0, 128), ("fp8-p16", 2, 1, 128))
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
+KERNELS["fp8-kv192 hd128"] = "flashprefill_dtype2ELi128ELi128EL26flashprefill_probabilities0ELi192E"
 # The wgmma each kernel must use: S = Q K^T, then P.V.
 MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"], "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3"],
-       "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "]}
+       "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
+       "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E4M3.E4M3"]}
 
 
 def _cuobjdump():
@@ -112,9 +114,11 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
     assert not races, f"{dtype}: {len(races)} writes to in-flight A registers, e.g. {races[:2]}"
 
 
-# The softmax's signature instructions and how many of them one 64 x 128 tile needs per thread: fp8 converts 64
-# code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64 scores (MUFU.EX2).
-SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64), "fp8-p16": ("MUFU.EX2", 64)}
+# The softmax's signature instructions and how many of them one 64-row tile needs per thread: fp8 converts 64
+# code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64 scores (MUFU.EX2); fp8 at 192 keys
+# prepares 96 code values (FFMA; their conversion waits for P's registers).
+SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64), "fp8-p16": ("MUFU.EX2", 64),
+           "fp8-kv192": ("FFMA ", 96)}
 
 
 @pytest.mark.parametrize("dtype", list(KERNELS))
