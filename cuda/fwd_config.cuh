@@ -64,17 +64,17 @@ struct FwdConfig {
     static constexpr int kHeadDimQk = kDimQk;
     static constexpr int kHeadDimV = kDimV;
     // 128 query rows per CTA, 64 per consumer warpgroup (the M of one wgmma). 128 keys per KV tile: the S
-    // accumulator (64 fp32 per thread) plus O (64) plus P fit the consumers' 216-232 registers. e4m3 codes at
-    // hd128 also come with 192 keys per tile (FlashAttention-3 takes 224): the per-tile costs (the row max's
-    // reduction, the turn, the barrier waits, O's rescale) spread over 1.5x the keys, at the price of S in 96
+    // accumulator (64 fp32 per thread) plus O (64) plus P fit the consumers' 216-232 registers. e4m3 codes also come
+    // with 192 keys per tile (FlashAttention-3 takes 224 at hd128, 160 at 192/128): the per-tile costs (the row
+    // max's reduction, the turn, the barrier waits, O's rescale) spread over 1.5x the keys, at the price of S in 96
     // registers, P packed from S after P.V's wait (no second P buffer), the transposer moved into the producer
-    // warpgroup for 240 registers a consumer, and two stages.
+    // warpgroup so that the consumers get 232 registers, Q read from shared memory at dim_qk 192, and two stages.
     static constexpr int kBlockM = 128;
     static constexpr int kBlockN = kKvTileKeys;
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
-    static_assert(kBlockN == 128 || (kBlockN == 192 && kPCodes && kDimQk == 128),
-                  "192-key tiles exist for e4m3 codes at hd128 only");
+    static_assert(kBlockN == 128 || (kBlockN == 192 && kPCodes),
+                  "192-key tiles exist for e4m3 codes only");
     // fp8 V is transposed (or widened) for P.V as it lands, so that it keeps pace with P.V: at 128 keys by a
     // warpgroup of its own (all four warps); at 192 by warps 1-3 of the producer warpgroup, whose warp 0 issues
     // the TMA loads (two lanes).
@@ -105,10 +105,11 @@ struct FwdConfig {
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32,
     // fp8 16, twice at 128 keys; 24 at 192), Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24
     // at 192) and addresses. bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole
-    // register file); fp8 at 192 keys: 128 * 32 + 256 * 240 = 65536.
+    // register file); fp8 at 192 keys: 128 * 40 + 256 * 232 = 64512 (a producer warpgroup at 32 spilled).
     // Q is held in registers as the A operand of S = Q K^T where it costs at most 32 of them (dim_qk * bytes
     // / 8 per thread); bf16 at dim_qk 192 would need 48 and spill, so there S reads Q from shared memory.
-    static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= 256;
+    // At 192 keys a tile, S's 96 registers leave room for 16 of Q (fp8 dim_qk 128), not 24 (dim_qk 192).
+    static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= (kBlockN == 192 ? 128 : 256);
     static constexpr int kProducerRegs = 40;
     static constexpr int kConsumerRegs = kTransposerInProducer ? 232 : kIsFp8 ? 216 : 232;
 
@@ -127,7 +128,7 @@ struct FwdConfig {
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
     static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
     static_assert(kBlockN / kPvMmaK <= 8, "FP_MUFU_STEPS' 8 is every K step of a tile");
-    static_assert(kQInRegisters || !kIsFp8, "S = Q K^T from shared memory exists for bf16 only");
+    static_assert(kQInRegisters || !kIsFp8 || kBlockN == 192, "fp8 S = Q K^T from shared memory: at 192 keys only");
     static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <= 65536,
                   "register file");
 };

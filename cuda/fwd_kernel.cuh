@@ -375,8 +375,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
 #pragma unroll
         for (int step = 0; step < kQkSteps; ++step) {
-            if constexpr (Config::kIsFp8 && Config::kBlockN == 192)
+            if constexpr (Config::kIsFp8 && Config::kBlockN == 192 && Config::kQInRegisters)
                 ptx::wgmma_m64n192k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
+            else if constexpr (Config::kIsFp8 && Config::kBlockN == 192)
+                ptx::wgmma_m64n192k32_f32_e4m3_ss(s, q_desc(step), k_desc(k_stage_desc, step), step > 0);
             else if constexpr (Config::kIsFp8 && Config::kQInRegisters)
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else if constexpr (Config::kQInRegisters)

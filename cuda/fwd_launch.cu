@@ -131,8 +131,8 @@ constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
 }  // namespace fp
 
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
-// or float16 probabilities. fp8 hd128 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales
-// whose blocks are not a multiple of 384 tokens take the 128-key kernel.
+// or float16 probabilities. fp8 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales whose
+// blocks are not a multiple of 384 tokens take the 128-key kernels.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
@@ -149,6 +149,9 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
+    {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
      fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},

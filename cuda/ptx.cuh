@@ -319,6 +319,18 @@ __device__ __forceinline__ void wgmma_m64n192k32_f32_e4m3_rs(float (&d)[96], con
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
+// wgmma.mma_async m64n192k32 f32 += e4m3 * e4m3, A and B K-major in shared memory (Q and K of S = Q K^T where Q
+// does not fit in registers). scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n192k32_f32_e4m3_ss(float (&d)[96], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 " FP_WGMMA_D96
+                 ", %96, %97, p, 1, 1;\n}\n"
+                 : FP_WGMMA_D96_OPERANDS(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 #undef FP_WGMMA_D64
 #undef FP_WGMMA_D96
 #undef FP_WGMMA_D96_OPERANDS

@@ -19,7 +19,8 @@ PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
 KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
            for kind, dtype, p, keys in (("bf16", 1, 0, 128), ("fp8", 2, 0, 128), ("fp8-p16", 2, 1, 128))
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
-KERNELS["fp8-kv192 hd128"] = "flashprefill_dtype2ELi128ELi128EL26flashprefill_probabilities0ELi192E"
+KERNELS.update({f"fp8-kv192 {shape}": f"flashprefill_dtype2ELi{dim_qk}ELi128EL26flashprefill_probabilities0ELi192E"
+                for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))})
 # The wgmma each kernel must use: S = Q K^T, then P.V.
 MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"], "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3"],
        "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
