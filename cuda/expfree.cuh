@@ -21,8 +21,35 @@
 
 namespace fp {
 
+// The per-step operations of an encoder E (ExpFree, Exp2Codes), each a value E::prepared(s, a, b[half]) of a raw
+// score and E::pack of a step's 16 prepared values into the A fragment of P.V.
+template <class E>
+struct StepEncoder {
+    // Step `step`'s codes straight from the raw scores s (into a buffer that no running wgmma reads).
+    template <int kRegs, int kPRegs>
+    __device__ __forceinline__ static void pack_step(const float (&s)[kRegs], float a, const float (&b)[2], int step,
+                                                     uint32_t (&p)[kPRegs])
+    {
+        float y[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            y[e] = E::prepared(s[16 * step + e], a, b[acc_half(e)]);
+        E::pack(y, step, p);
+    }
+
+    // Step `step`'s raw scores into their prepared values in place, for E::pack once P's registers are free.
+    template <int kRegs>
+    __device__ __forceinline__ static void prepare_step(float (&s)[kRegs], float a, const float (&b)[2], int step)
+    {
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            s[16 * step + e] = E::prepared(s[16 * step + e], a, b[acc_half(e)]);
+    }
+};
+
+// prepared(s, multiplier, row_constant); pack_step and prepare_step take (multiplier, row_constant).
 template <int kOffsetLog2>
-struct ExpFree {
+struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
     static constexpr double kC = 0.34;
     static constexpr float kCodeUnit = 0x1p-24f;  // one code step as a float16 subnormal
     // The per-row constant before the row max: K = f32(56 - c + 8 offset), as the model rounds it.
@@ -62,34 +89,13 @@ struct ExpFree {
         p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
         p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
     }
-
-    // Step `step`'s codes straight from the raw scores s (into a buffer that no running wgmma reads).
-    template <int kRegs, int kPRegs>
-    __device__ __forceinline__ static void pack_step(const float (&s)[kRegs], float multiplier,
-                                                     const float (&row_constant)[2], int step, uint32_t (&p)[kPRegs])
-    {
-        float y[16];
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-            y[e] = prepared(s[16 * step + e], multiplier, row_constant[acc_half(e)]);
-        pack(y, step, p);
-    }
-
-    // Step `step`'s raw scores into their prepared values in place, for pack once P's registers are free.
-    template <int kRegs>
-    __device__ __forceinline__ static void prepare_step(float (&s)[kRegs], float multiplier,
-                                                        const float (&row_constant)[2], int step)
-    {
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-            s[16 * step + e] = prepared(s[16 * step + e], multiplier, row_constant[acc_half(e)]);
-    }
 };
 
 // The MUFU path the exp-free codes replace, for the ablation (fwd_config.cuh, FP_MUFU_STEPS): p' =
 // ex2(s * scale_log2 - max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree.
+// prepared(s, scale_log2, max_used); pack_step and prepare_step take (scale_log2, max_used).
 template <int kOffsetLog2>
-struct Exp2Codes {
+struct Exp2Codes : StepEncoder<Exp2Codes<kOffsetLog2>> {
     __device__ __forceinline__ static float prepared(float s, float scale_log2, float max_used)
     {
         return ptx::ex2_approx_ftz(fmaf(s, scale_log2, kOffsetLog2 - max_used));
@@ -107,26 +113,6 @@ struct Exp2Codes {
         p[4 * step + 1] = pack4(2, 3, 6, 7);
         p[4 * step + 2] = pack4(8, 9, 12, 13);
         p[4 * step + 3] = pack4(10, 11, 14, 15);
-    }
-
-    template <int kRegs, int kPRegs>
-    __device__ __forceinline__ static void pack_step(const float (&s)[kRegs], float scale_log2,
-                                                     const float (&max_used)[2], int step, uint32_t (&p)[kPRegs])
-    {
-        float v[16];
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-            v[e] = prepared(s[16 * step + e], scale_log2, max_used[acc_half(e)]);
-        pack(v, step, p);
-    }
-
-    template <int kRegs>
-    __device__ __forceinline__ static void prepare_step(float (&s)[kRegs], float scale_log2,
-                                                        const float (&max_used)[2], int step)
-    {
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-            s[16 * step + e] = prepared(s[16 * step + e], scale_log2, max_used[acc_half(e)]);
     }
 };
 
