@@ -111,7 +111,7 @@ struct FwdConfig {
     // At 192 keys a tile, S's 96 registers leave room for 16 of Q (fp8 dim_qk 128), not 24 (dim_qk 192).
     static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= (kBlockN == 192 ? 128 : 256);
     static constexpr int kProducerRegs = 40;
-    static constexpr int kConsumerRegs = kTransposerInProducer ? 232 : kIsFp8 ? 216 : 232;
+    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : 232;
 
     // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q
     // and K in 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 192 bytes

@@ -338,8 +338,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                          : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
     const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
     // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows after the first 128 (fp8_transpose.cuh).
-    constexpr uint32_t kVtMainBytes = 128 * 128;
-    const uint64_t vt_tail_desc0 = wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + kVtMainBytes, 16);
+    const uint64_t vt_tail_desc0 =
+        wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + TransposeLanes<Config::kBlockN>::kMainBytes, 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
         const uint32_t stage_bytes = stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes);
         const uint64_t v_stage_desc = wgmma_desc_advance(v_desc0, stage_bytes);
@@ -349,8 +349,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             if constexpr (Config::kPCodes) {
                 constexpr int kMainSteps = 128 / Config::kPvMmaK;
                 const uint64_t desc_v =
-                    step < kMainSteps ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
-                                      : wgmma_desc_advance(vt_tail_desc0, stage_bytes + (step - kMainSteps) * kStepBytes);
+                    step < kMainSteps
+                        ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
+                        : wgmma_desc_advance(vt_tail_desc0, stage_bytes + (step - kMainSteps) * kStepBytes);
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
                 ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
             } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
