@@ -9,7 +9,8 @@ Variants (fp8, hd128 causal):
   MUFU 1/4, 2/4   build/ablation/split1, split2: that share of each tile's probabilities by MUFU, the rest
                   exp-free (both pipes at once)
   ping-pong off   build/ablation/pingpong: the two consumer warpgroups issue without taking turns
-  block scales    per-block power-of-two scales (128 tokens), inputs quantized beforehand
+  block scales    per-block power-of-two scales, inputs quantized beforehand: blocks of 128 tokens (the kernel
+                  with 128-key tiles) and of 384 (the one with 192-key tiles, as the full row)
   + rotation      q and k rotated and quantized per block by the GPU quantizer inside every timed call
   float16 P       not an idea switched off but the accuracy option (probabilities="fp16"): P as float16, V
                   widened, P.V at the 16-bit rate
@@ -18,6 +19,7 @@ inputs against float64 attention, 4096 tokens, 8/2 heads, N(0,1) and outlier-cha
 Writes DIR/ablation.json and DIR/ablation.md.
 """
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -30,6 +32,7 @@ import accuracy  # noqa: E402
 import bench  # noqa: E402
 import flashprefill as fp  # noqa: E402
 from flashprefill import _lib  # noqa: E402
+import peers  # noqa: E402
 from peers import PEERS  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,17 +49,22 @@ def use_library(path):
 
 
 def variants():
-    """(name, library path or None, setup(inputs) -> run()) of each row."""
+    """(name, library path or None, setup(inputs) -> run(), prepare) of each row; prepare: the fp.quantize_qkv
+    options its error is measured with, or the peer whose FA3-style inputs it takes."""
     ablated = lambda name: os.path.join(ROOT, "build", "ablation", name, "libflashprefill.so")
-    return [("full", None, PEERS["flashprefill fp8"][1]),
-            ("exp-free off", ablated("expfree"), PEERS["flashprefill fp8"][1]),
-            ("MUFU for 1/4 of P", ablated("split1"), PEERS["flashprefill fp8"][1]),
-            ("MUFU for 2/4 of P", ablated("split2"), PEERS["flashprefill fp8"][1]),
-            ("ping-pong off", ablated("pingpong"), PEERS["flashprefill fp8"][1]),
-            ("block scales", None, PEERS["flashprefill fp8 blocks"][1]),
-            ("block scales + rotation, quantizer timed", None, PEERS["flashprefill fp8 + quantizer"][1]),
-            ("float16 P (probabilities=\"fp16\")", None, PEERS["flashprefill fp8, fp16 P"][1]),
-            ("FA3 fp8", None, PEERS["FA3 fp8"][1])]
+    ours, fp16_p = "flashprefill fp8", "flashprefill fp8, fp16 P"
+    rows = [("full", None, PEERS[ours][1], ours),
+            ("exp-free off", ablated("expfree"), PEERS[ours][1], ours),
+            ("MUFU for 1/4 of P", ablated("split1"), PEERS[ours][1], ours),
+            ("MUFU for 2/4 of P", ablated("split2"), PEERS[ours][1], ours),
+            ("ping-pong off", ablated("pingpong"), PEERS[ours][1], ours)]
+    for block in (128, 384):
+        rows += [(f"block scales {block}", None, functools.partial(peers.ours_fp8_blocks, block=block),
+                  dict(per_block=block, rotate=False)),
+                 (f"block scales {block} + rotation, quantizer timed", None,
+                  functools.partial(peers.ours_fp8_quantized, block=block), dict(per_block=block))]
+    return rows + [("float16 P (probabilities=\"fp16\")", None, PEERS[fp16_p][1], fp16_p),
+                   ("FA3 fp8", None, PEERS["FA3 fp8"][1], "FA3 fp8")]
 
 
 def speed(rounds, launches):
@@ -64,7 +72,7 @@ def speed(rounds, launches):
     flops = batch * hq * seq * seq * (dqk + dv)
     x = bench.make_inputs(batch, seq, hq, hkv, dqk, dv, seed=0)
     runs = {}
-    for name, path, setup in variants():
+    for name, path, setup, _ in variants():
         use_library(path)
         runs[name] = (path, setup(x))
         runs[name][1]()
@@ -79,22 +87,19 @@ def speed(rounds, launches):
                    "round_medians_ms": ms} for name, ms in per_round.items()}
 
 
-def error(name, path, dist):
-    """End-to-end relative L2 of one variant on accuracy.py's inputs."""
+def error(path, prepare, dist):
+    """End-to-end relative L2 of one variant (its library path and prepare, as in variants()) on accuracy.py's
+    inputs."""
     q, k, v = accuracy.make(dist, 4096, seed=7)
     exact = accuracy.reference(q, k, v)
     use_library(path)
     try:
-        if name.startswith("block scales + rotation"):
-            out = fp.attention(**fp.quantize_qkv(q, k, v, per_block=128), causal=True)
-        elif name.startswith("block scales"):
-            out = fp.attention(**fp.quantize_qkv(q, k, v, per_block=128, rotate=False), causal=True)
+        if isinstance(prepare, dict):
+            out = fp.attention(**fp.quantize_qkv(q, k, v, **prepare), causal=True)
         else:
             (q8, qd, _), (k8, kd, _), (v8, vd, _) = (accuracy.quantize(t) for t in (q, k, v))
             x = {"q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd, "q": q, "k": k, "v": v}
-            peer = {"FA3 fp8": "FA3 fp8"}.get(name, "flashprefill fp8, fp16 P" if name.startswith("float16 P")
-                                                else "flashprefill fp8")
-            out = PEERS[peer][1](x)()
+            out = PEERS[prepare][1](x)()
             out = out[0] if isinstance(out, tuple) else out
     finally:
         use_library(None)
@@ -107,13 +112,13 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--launches", type=int, default=10)
     args = ap.parse_args(argv)
-    missing = [path for _, path, _ in variants() if path is not None and not os.path.isfile(path)]
+    missing = [path for _, path, _, _ in variants() if path is not None and not os.path.isfile(path)]
     if missing:
         sys.exit(f"ablation builds missing ({', '.join(missing)}): run `make ablation` first")
     rows = speed(args.rounds, args.launches)
-    for name, path, _ in variants():
+    for name, path, _, prepare in variants():
         for dist in ("normal", "outlier"):
-            rows[name][f"error_{dist}"] = error(name, path, dist)
+            rows[name][f"error_{dist}"] = error(path, prepare, dist)
     fa3 = rows["FA3 fp8"]["tflops"]
     lines = [f"FP8 ablation, {SHAPE[0]} causal, {torch.cuda.get_device_name()}: TFLOP/s (median ± spread of round "
              "medians), ratio to FA3 fp8 in the same run; relative L2 end to end at 4096 tokens", "",

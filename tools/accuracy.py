@@ -123,6 +123,7 @@ def main():
         import flashprefill as fp
         for name, options, p in (("rotation, per-head factors", dict(), "default"),
                                  ("rotation, per-block (GPU quantizer)", dict(per_block=128), "default"),
+                                 ("rotation, per-block 384 (192-key tiles)", dict(per_block=384), "default"),
                                  ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True), "default"),
                                  ("per-block, no rotation", dict(per_block=128, rotate=False), "default"),
                                  ("rotation, per-block, fp16 P", dict(per_block=128), "fp16")):

@@ -45,26 +45,27 @@ def ours_fp8_fp16_p(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
-def ours_fp8_blocks(x):
-    """The same inputs quantized with per-block power-of-two scales (128 tokens x head dim, quantize_fp8)."""
+def ours_fp8_blocks(x, block=128):
+    """The same inputs quantized with per-block power-of-two scales (`block` tokens x head dim, quantize_fp8)."""
     out = _out(x)
-    (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block=128) for n in "qkv")
+    (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block=block) for n in "qkv")
     kw = dict(q_descale=qs, k_descale=ks, v_descale=vs)
     if not fp.supports(q, k, v, **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel with block scales for this shape")
     return lambda: fp.attention(q, k, v, causal=True, out=out, **kw)
 
 
-def ours_fp8_quantized(x):
-    """From the bf16 inputs each call: the GPU quantizer (q and k rotated, per-block scales), then attention."""
+def ours_fp8_quantized(x, block=128):
+    """From the bf16 inputs each call: the GPU quantizer (q and k rotated, scales per `block` tokens), then
+    attention."""
     if x["q"].shape[-1] % 32 or x["q"].shape[-1] > 256:
         raise PeerUnavailable("the quantizer takes dims that are multiples of 32 up to 256")
     out = _out(x)
     signs = torch.from_numpy(prepare.rotation_signs(x["q"].shape[-1])).cuda()
 
     def run():
-        (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], 128, signs=s) for n, s in (("q", signs), ("k", signs),
-                                                                                       ("v", None)))
+        (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block, signs=s) for n, s in (("q", signs), ("k", signs),
+                                                                                         ("v", None)))
         return fp.attention(q, k, v, causal=True, out=out, q_descale=qs, k_descale=ks, v_descale=vs)
     return run
 
