@@ -102,6 +102,10 @@ struct FwdConfig {
                                            kMaxSharedBytes
                                        ? 3
                                        : 2;
+    // V^T's ring (fp8): as deep as K's and V's, or three at 192 keys a tile, where it fits beside two of K and V
+    // (hd128 184 KiB, 192/128 216 KiB): with two, the converter spent 5.5% of its stall samples waiting for a
+    // free V^T slot and the consumers 4% waiting for V^T.
+    static constexpr int kVtStages = kTransposerInProducer ? 3 : kStages;
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32,
     // fp8 16, twice at 128 keys; 24 at 192), Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24
     // at 192) and addresses. bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole
@@ -144,20 +148,20 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t v[Config::kStages][Config::kTileVBytes];
     // fp8: V transposed to (dim, keys) for the K-major B operand of P.V (see fp8_transpose.cuh).
     // fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
-    alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kStages : 0][Config::kTileVtBytes];
+    alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kVtStages : 0][Config::kTileVtBytes];
     // e4m3 codes: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
     alignas(1024) uint8_t ones[Config::kPCodes ? kOnesBytes : 0];
     // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer), and the V block exponent
     // passed on with V^T (v_converter).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
-    int32_t vt_exponent[Config::kIsFp8 ? Config::kStages : 0];
+    int32_t vt_exponent[Config::kIsFp8 ? Config::kVtStages : 0];
     uint64_t q_full;
     uint64_t q_empty;
     uint64_t k_full[Config::kStages];
     uint64_t v_full[Config::kStages];
-    uint64_t vt_full[Config::kStages];
-    uint64_t vt_empty[Config::kStages];
+    uint64_t vt_full[Config::kVtStages];
+    uint64_t vt_empty[Config::kVtStages];
     uint64_t k_empty[Config::kStages];
     uint64_t v_empty[Config::kStages];
 };

@@ -142,6 +142,29 @@ struct PipelineState {
     }
 };
 
+// One KV tile's positions in the rings: K's and V's (kv), and V^T's (vt), which is the same ring unless V^T has
+// more stages (FwdConfig::kVtStages). Both count on across items.
+template <class Config>
+struct RingPositions {
+    using KvState = PipelineState<Config::kStages>;
+    using VtState = PipelineState<Config::kVtStages>;
+    KvState kv;
+    VtState vt_own;  // unused where V^T's ring is K's and V's
+    __device__ __forceinline__ const VtState &vt() const
+    {
+        if constexpr (Config::kVtStages == Config::kStages)
+            return kv;
+        else
+            return vt_own;
+    }
+    __device__ __forceinline__ void advance()
+    {
+        kv.advance();
+        if constexpr (Config::kVtStages != Config::kStages)
+            vt_own.advance();
+    }
+};
+
 // How a tile is cut into column chunks (a tag for issue_tiles).
 template <int kChunkCount, int kSwizzleBytes>
 struct TileChunks {
@@ -203,27 +226,28 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
 template <class Config>
 __device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRange range,
                                             const TransposeLanes<Config::kBlockN> &lanes, uint32_t thread,
-                                            PipelineState<Config::kStages> &pipe)
+                                            RingPositions<Config> &rings)
 {
-    for (int it = 0; it < range.end; ++it, pipe.advance()) {
-        ptx::mbarrier_wait_parity(&ss.v_full[pipe.stage], pipe.phase);
-        ptx::mbarrier_wait_parity(&ss.vt_empty[pipe.stage], pipe.phase ^ 1);
+    for (int it = 0; it < range.end; ++it, rings.advance()) {
+        const int v = rings.kv.stage, vt = rings.vt().stage;
+        ptx::mbarrier_wait_parity(&ss.v_full[v], rings.kv.phase);
+        ptx::mbarrier_wait_parity(&ss.vt_empty[vt], rings.vt().phase ^ 1);
         if (thread == 0)
-            ss.vt_exponent[pipe.stage] = ss.v_exponent[pipe.stage];
+            ss.vt_exponent[vt] = ss.v_exponent[v];
         if constexpr (Config::kPCodes)
-            transpose_v_tile_fp8(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), lanes);
+            transpose_v_tile_fp8(ptx::smem_addr(ss.v[v]), ptx::smem_addr(ss.vt[vt]), lanes);
         else
-            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[pipe.stage]), ptx::smem_addr(ss.vt[pipe.stage]), thread);
+            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[v]), ptx::smem_addr(ss.vt[vt]), thread);
         ptx::fence_proxy_async_shared();  // V^T's writes before the tensor cores read them, V's reads before TMA
-        ptx::mbarrier_arrive(&ss.vt_full[pipe.stage]);
-        ptx::mbarrier_arrive(&ss.v_empty[pipe.stage]);
+        ptx::mbarrier_arrive(&ss.vt_full[vt]);
+        ptx::mbarrier_arrive(&ss.v_empty[v]);
     }
 }
 
-// One work item; `pipe` is the next K/V slot to consume (it counts on across items).
+// One work item; `rings` holds the next tile's K and V^T (bf16: V) slots to consume.
 template <class Config>
 __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range, int round, PipelineState<Config::kStages> &pipe)
+                                         int batch, KvRange range, int round, RingPositions<Config> &rings)
 {
     using Input = typename Config::Input;
     constexpr int kStepBytes = Input::kMmaK * Input::kBytes;        // K bytes per wgmma (32)
@@ -481,11 +505,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
-    int prev_stage = pipe.stage;  // the tile whose P.V is next
+    int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
     {  // iteration 0: no P.V yet
-        const int stage = pipe.stage;
-        const uint32_t phase = pipe.phase;
-        pipe.advance();
+        const int stage = rings.kv.stage, vt = rings.vt().stage;
+        const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
+        rings.advance();
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
@@ -497,23 +521,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         release(&ss.k_empty[stage]);
         float rescale[2];  // O is still zero
         softmax_step(0, scale_log2, rescale, p_run);
-        wait_v(stage, phase);  // for P(0) V(0), issued in the next iteration
+        wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
         if constexpr (!Config::kPDoubleBuffered)
             pack_p(p_run);
     }
-    // KV tile `it` in stage `stage` (filled for the phase-th time, mod 2): P(it-1) V(it-1) from p_run, P(it) into
-    // p_new.
-    auto iteration = [&](int it, int stage, int prev_stage, uint32_t phase) {
+    // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
+    // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
+    auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
         ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
         ptx::wgmma_fence();
         issue_qk(stage);
-        const int v_exponent = tile_v_exponent(prev_stage);  // the unit P(n-1) V(n-1) adds in
+        const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
         rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(prev_stage, p_run);
+        issue_pv(prev_vt, p_run);
         ptx::wgmma_commit_group();
         pass_turn();
 
@@ -525,12 +549,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
         // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
         // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
-        wait_v(stage, phase);
+        wait_v(vt, vt_phase);
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(p_run);
         ptx::fence_registers(o);
         ptx::fence_registers(l_tile);
-        release(Config::kIsFp8 ? &ss.vt_empty[prev_stage] : &ss.v_empty[prev_stage]);
+        release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
         pending_rescale[1] = rescale[1];
@@ -538,11 +562,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             pack_p(p_run);  // P(n-1) V(n-1) is done with it
     };
     for (int it = 1; it < range.end; ++it) {
-        const int stage = pipe.stage;
-        const uint32_t phase = pipe.phase;
-        pipe.advance();
-        iteration(it, stage, prev_stage, phase);
-        prev_stage = stage;
+        const int stage = rings.kv.stage, vt = rings.vt().stage;
+        const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
+        rings.advance();
+        iteration(it, stage, phase, vt, vt_phase, prev_vt);
+        prev_vt = vt;
         // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
         // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
         if constexpr (Config::kPDoubleBuffered) {
@@ -555,7 +579,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         release(&ss.q_empty);  // the last S = Q K^T is done
     {  // the last P.V
         const int last = range.end - 1;
-        const int stage = prev_stage;  // V(last)'s, awaited after the last softmax
+        const int stage = prev_vt;  // V(last)'s, awaited after the last softmax
         const int v_exponent = tile_v_exponent(stage);
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
@@ -618,12 +642,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         for (int i = 0; i < Config::kStages; ++i) {
             ptx::mbarrier_init(&ss.k_full[i], 1);
             ptx::mbarrier_init(&ss.v_full[i], 1);
-            ptx::mbarrier_init(&ss.vt_full[i], Config::kConverterThreads);    // every converting thread
             ptx::mbarrier_init(&ss.k_empty[i], 128 * Config::kConsumerWarpgroups);  // every consumer thread
-            ptx::mbarrier_init(&ss.vt_empty[i], 128 * Config::kConsumerWarpgroups);
             // fp8: V's slot is freed by the converting threads, bf16's by the consumers after P.V
             ptx::mbarrier_init(&ss.v_empty[i], Config::kIsFp8 ? Config::kConverterThreads
                                                               : 128 * Config::kConsumerWarpgroups);
+        }
+        for (int i = 0; i < Config::kVtStages; ++i) {
+            ptx::mbarrier_init(&ss.vt_full[i], Config::kConverterThreads);  // every converting thread
+            ptx::mbarrier_init(&ss.vt_empty[i], 128 * Config::kConsumerWarpgroups);
         }
         ptx::fence_mbarrier_init();
     }
@@ -645,27 +671,27 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
             run(item, kv_range<Config>(args, item.m_block), round);
         }
     };
-    PipelineState<Config::kStages> pipe;
+    RingPositions<Config> rings;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
         if (threadIdx.x < 2) {  // the two issuing lanes (producer)
             for_each_item([&](const WorkItem &w, KvRange range, int round) {
-                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
+                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings.kv);
             });
         } else if constexpr (Config::kIsFp8) {
             if (threadIdx.x >= Config::kConverterThread0) {
                 const uint32_t thread = threadIdx.x - Config::kConverterThread0;
                 const TransposeLanes<Config::kBlockN> lanes(thread);
                 for_each_item([&](const WorkItem &, KvRange range, int) {
-                    v_converter<Config>(ss, range, lanes, thread, pipe);
+                    v_converter<Config>(ss, range, lanes, thread, rings);
                 });
             }
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
         for_each_item([&](const WorkItem &w, KvRange range, int round) {
-            consumer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, pipe);
+            consumer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
         });
     }
 }
