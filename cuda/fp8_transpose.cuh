@@ -23,14 +23,14 @@
 //     matrix fill 8 different chunks: no bank conflicts. The loads are free of them too (8 consecutive keys).
 // Per 16 bytes a thread: 1 ldmatrix, 4 byte permutes, 1 stmatrix and 2 address operations.
 //
-// Two tile shapes. 128 keys: V^T is 128 dim rows of 128 positions (sw128), transposed by a warpgroup of its own,
-// each of its 4 warps two column chunks of all 4 key groups. 192 keys: V^T is positions 0-127 as above, then
-// positions 128-191 as 128 dim rows of 64 bytes under the 64-byte swizzle (16-byte chunk x of row d at
-// x ^ (d / 2 % 4)), which P.V's last two K steps read through 64-byte-swizzle descriptors; three warps (the
-// producer warpgroup's warps 1-3) transpose it, warp w the key groups 2w and 2w + 1 of all 8 column chunks. In
-// the 64-byte rows a stored matrix's rows (dims 0, 2, 4, 6, 9, 11, 13, 15 of the chunk, or the other four pairs)
-// still fall in 8 different 16-byte bank groups: rows d and d + 2 are 128 bytes apart, their swizzles differ.
-// The addresses are fixed per thread up to the task.
+// Two tile shapes (VtLayout places them, each followed by rows of ones this file never writes). 128 keys: V^T is 128
+// dim rows of 128 positions (sw128), transposed by a warpgroup of its own, each of its 4 warps two column chunks of
+// all 4 key groups. 192 keys: V^T is positions 0-127 as above, then positions 128-191 as 128 dim rows of 64 bytes
+// under the 64-byte swizzle (16-byte chunk x of row d at x ^ (d / 2 % 4)), which P.V's last two K steps read
+// through 64-byte-swizzle descriptors; three warps (the producer warpgroup's warps 1-3) transpose it, warp w the
+// key groups 2w and 2w + 1 of all 8 column chunks. In the 64-byte rows a stored matrix's rows (dims 0, 2, 4, 6, 9,
+// 11, 13, 15 of the chunk, or the other four pairs) still fall in 8 different 16-byte bank groups: rows d and d + 2
+// are 128 bytes apart, their swizzles differ. The addresses are fixed per thread up to the task.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,7 @@ namespace fp {
 // tiles (computed once); `thread` counts the transposing threads from 0.
 template <int kKeys>
 struct TransposeLanes {
-    static_assert(kKeys == 128 || kKeys == 192, "V^T tiles of 128 or 192 keys");
-    static constexpr uint32_t kMainBytes = 128 * 128;  // positions 0-127: 128 dim rows of 128 bytes
+    using Layout = VtLayout<kKeys>;
     uint32_t load;        // key 8 (t / 8) + t % 8, swizzle bits of chunk 0 (XOR in the chunk)
     uint32_t store;       // this lane's stored row (a dim) in the warp's part of V^T, chunk 0, group 0
     uint32_t chunk_bytes; // 16 dim rows of the warp's part of V^T: one column chunk of V
@@ -61,7 +60,7 @@ struct TransposeLanes {
         // stored matrix `matrix`, row `row`: dim 2 row or 2 row + 1 within the chunk (see above)
         const uint32_t dim = 2 * row + ((matrix % 2 == 0) == (row < 4) ? 0 : 1);
         const bool tail = kKeys == 192 && warp == 2;  // key groups 4 and 5: positions 128-191
-        store = tail ? kMainBytes + dim * 64 + (((matrix / 2) ^ (dim / 2 % 4)) << 4)
+        store = tail ? Layout::kTailOffset + dim * 64 + (((matrix / 2) ^ (dim / 2 % 4)) << 4)
                      : dim * 128 + (((matrix / 2) ^ (dim % 8)) << 4);
         chunk_bytes = tail ? 16 * 64 : 16 * 128;
         first = 2 * warp;

@@ -48,6 +48,25 @@ struct InputType<FLASHPREFILL_DTYPE_FP8_E4M3> {
 // alignment slack.
 constexpr int kMaxSharedBytes = 232448;
 
+// e4m3 codes: one V^T slot, P.V's B operand of N = 136 rows: V^T's 128 dim rows (fp8_transpose.cuh writes them
+// each tile), then 8 rows of e4m3 ones (written once), so that the same wgmma gives P's row sums as quantized in
+// accumulator columns 128-135 instead of a second m64n8 wgmma per K step. Positions 0-127: 128 rows of 128 bytes
+// (128-byte swizzle) and their 8 rows of ones; at 192 keys positions 128-191 follow as 128 rows of 64 bytes (64-byte
+// swizzle, 512-byte aligned) and their 8 rows of ones. A descriptor's 17th group of 8 rows lies 16 groups (sbo)
+// past its first: right after each part's 128 rows.
+template <int kKeys>
+struct VtLayout {
+    static_assert(kKeys == 128 || kKeys == 192, "V^T tiles of 128 or 192 keys");
+    static constexpr uint32_t kMainBytes = 128 * 128;                            // positions 0-127
+    static constexpr uint32_t kMainOnesBytes = 8 * 128;
+    static constexpr uint32_t kTailOffset = kMainBytes + kMainOnesBytes;         // positions 128-191
+    static constexpr uint32_t kTailBytes = kKeys == 192 ? 128 * 64 : 0;
+    static constexpr uint32_t kTailOnesBytes = kKeys == 192 ? 8 * 64 : 0;
+    static constexpr uint32_t kTailOnesOffset = kTailOffset + kTailBytes;
+    static constexpr uint32_t kBytes = (kTailOnesOffset + kTailOnesBytes + 1023) / 1024 * 1024;  // slots 1 KiB aligned
+    static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle repeats every 512 bytes");
+};
+
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
           flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128>
 struct FwdConfig {
@@ -86,25 +105,32 @@ struct FwdConfig {
     // e4m3 codes at 128 keys are computed into a second P buffer while P.V reads the first; elsewhere the
     // softmax leaves its values in S and P is packed from them once P.V is done with its registers.
     static constexpr bool kPDoubleBuffered = kPCodes && kBlockN == 128;
+    // e4m3 codes: P's row sums by the P.V wgmma itself (m64n136: V^T and 8 rows of ones, VtLayout) at 192 keys; at
+    // 128 the consumers' 216 registers hold no 68-register accumulator range (ptxas serializes the wgmma), so a
+    // second wgmma (m64n8) per K step multiplies P by the ones.
+    static constexpr bool kSumsInPv = kPCodes && kBlockN == 192;
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
     static constexpr int kTileVBytes = kBlockN * kDimV * Input::kBytes;
-    // fp8: V made ready for P.V by the second producer warpgroup (transposed, or widened to 2 bytes).
-    static constexpr int kTileVtBytes = kPvF16 ? kBlockN * kDimV * 2 : kTileVBytes;
+    // fp8: V made ready for P.V by the converting threads: transposed, with rows of ones below (VtLayout), or widened
+    // to 2 bytes.
+    static constexpr int kTileVtBytes = kPvF16    ? kBlockN * kDimV * 2
+                                        : kPCodes ? static_cast<int>(VtLayout<kBlockN>::kBytes)
+                                                  : kTileVBytes;
     // Stages of K and V in flight: three where they fit, so a tile is loaded two iterations ahead of its use
     // (hd128 bf16: Q and 3 x 64 KiB fill the 227 KiB; fp8 also waits for each V tile's transpose, whose copy
     // takes another tile per stage, two tiles widened). bf16 with dim_qk 192 needs 288 KiB for three, so it has
     // two (208 KiB), as FlashAttention-3 does for that shape; so has fp8 with float16 P at dim_qk 192 (168 KiB).
-    // Beyond the tiles: the e4m3 codes' ones column (1 KiB), the barriers and descale slots (under 1 KiB, the
-    // storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
+    // Beyond the tiles: the barriers and descale slots (under 1 KiB, the storage being 1 KiB aligned) and the
+    // launcher's 1 KiB of slack.
     static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + kTileVBytes + (kIsFp8 ? kTileVtBytes : 0)) +
-                                               (kPCodes ? 1024 : 0) + 2048 <=
+                                               2048 <=
                                            kMaxSharedBytes
                                        ? 3
                                        : 2;
     // V^T's ring (fp8): as deep as K's and V's, or three at 192 keys a tile, where it fits beside two of K and V
-    // (hd128 184 KiB, 192/128 216 KiB): with two, the converter spent 5.5% of its stall samples waiting for a
+    // (hd128 190 KiB, 192/128 222 KiB): with two, the converter spent 5.5% of its stall samples waiting for a
     // free V^T slot and the consumers 4% waiting for V^T.
     static constexpr int kVtStages = kTransposerInProducer ? 3 : kStages;
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32,
@@ -138,7 +164,6 @@ struct FwdConfig {
                   "register file");
 };
 
-constexpr int kOnesBytes = 8 * 128;
 constexpr uint32_t kE4m3OneX4 = 0x38383838u;  // four e4m3 codes of 1.0
 
 // Shared memory of one CTA; every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows).
@@ -147,11 +172,9 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t q[Config::kTileQBytes];
     alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
     alignas(1024) uint8_t v[Config::kStages][Config::kTileVBytes];
-    // fp8: V transposed to (dim, keys) for the K-major B operand of P.V (see fp8_transpose.cuh).
-    // fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
+    // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (VtLayout,
+    // fp8_transpose.cuh). fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kVtStages : 0][Config::kTileVtBytes];
-    // e4m3 codes: 8 rows of 128 e4m3 ones, the B operand that turns P into its row sums (expfree.cuh).
-    alignas(1024) uint8_t ones[Config::kPCodes ? kOnesBytes : 0];
     // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer), and the V block exponent
     // passed on with V^T (v_converter).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];

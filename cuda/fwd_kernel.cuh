@@ -11,7 +11,8 @@
 //   Per KV tile n (keys visited from the diagonal down):
 //       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q (registers or shared memory), B = K from shared memory
 //                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
-//                  O += P(n-1) V(n-1)        wgmma, A = P from registers (fp8: plus P times ones: row sums)
+//                  O += P(n-1) V(n-1)        wgmma, A = P from registers (e4m3 codes: B has rows of ones below
+//                                            V^T, so O's accumulator gets P's row sums in 8 more columns)
 //       [your turn]
 //       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
 //           fp8 as e4m3 codes computed exp-free (expfree.cuh)
@@ -333,10 +334,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         return wgmma_desc_advance(stage_desc, chunk * Config::kBlockN * Config::kSwizzleQk + within);
     };
 
-    float o[kAccRegs];
+    // O; with e4m3 codes 4 more accumulators, columns 128-135 of P.V's m64n136 (or of the m64n8 beside it; elements
+    // 64, 65: half 0; 66, 67: half 1): the tile's row sums of the quantized P.
+    constexpr int kORegs = kAccRegs + (Config::kPCodes ? 4 : 0);
+    float o[kORegs];
     float s[kSRegs];
 #pragma unroll
-    for (int e = 0; e < kAccRegs; ++e)
+    for (int e = 0; e < kORegs; ++e)
         o[e] = 0.0f;
 #pragma unroll
     for (int e = 0; e < kSRegs; ++e)
@@ -347,23 +351,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     OnlineMax online_max;
     // Row sums of the probabilities P.V uses, per half. bf16 (and float16 P): this thread's part (of its 32
     // columns), quad-reduced at the end. e4m3 codes: the whole row's sum of the quantized P, which the tensor
-    // cores compute per tile as P times a column of ones (l_tile, m64n8 layout: elements 0, 1 half 0, 2, 3 half 1). Each tile's
-    // sum starts afresh and is added here in fp32: the fp8 wgmma accumulator keeps too few bits to carry a
-    // sum over thousands of keys (it lost 7% at 128k tokens).
+    // cores compute per tile in o[64..67] as P times ones. Those start afresh every tile and are added here in
+    // fp32: the fp8 wgmma accumulator keeps too few bits to carry a sum over thousands of keys (it lost 7% at 128k
+    // tokens).
     float row_sum[2] = {0.0f, 0.0f};
-    float l_tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
     // O += P V(stage): bf16 reads V as stored (MN-major), float16 P the widened copy (MN-major too); e4m3 codes
-    // read the transposed copy (K-major), and put P times ones into l_tile.
-    // Stage 0's V^T (e4m3 codes, K-major) or V (MN-major); the ones column (e4m3 codes).
+    // read the transposed copy (K-major) and the ones below it (VtLayout).
+    // Stage 0's V^T (e4m3 codes, K-major) or V (MN-major).
     const uint64_t v_desc0 =
         Config::kPCodes  ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
         : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
                          : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
-    const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.ones), 16);
-    // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows after the first 128 (fp8_transpose.cuh).
+    // e4m3 codes where the sums take a wgmma of their own: stage 0's rows of ones (any 8 rows of ones will do).
+    const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]) + VtLayout<Config::kBlockN>::kMainBytes, 16);
+    // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows (VtLayout).
     const uint64_t vt_tail_desc0 =
-        wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + TransposeLanes<Config::kBlockN>::kMainBytes, 16);
+        wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + VtLayout<Config::kBlockN>::kTailOffset, 16);
     auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
         const uint32_t stage_bytes = stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes);
         const uint64_t v_stage_desc = wgmma_desc_advance(v_desc0, stage_bytes);
@@ -376,8 +380,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                     step < kMainSteps
                         ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
                         : wgmma_desc_advance(vt_tail_desc0, stage_bytes + (step - kMainSteps) * kStepBytes);
-                ptx::wgmma_m64n128k32_f32_e4m3_rs(o, a, desc_v, 1);
-                ptx::wgmma_m64n8k32_f32_e4m3_rs(l_tile, a, ones_desc, step > 0);
+                if constexpr (Config::kSumsInPv) {
+                    ptx::wgmma_m64n136k32_f32_e4m3_rs(o, a, desc_v, 1);
+                } else {
+                    ptx::wgmma_m64n128k32_f32_e4m3_rs(reinterpret_cast<float(&)[kAccRegs]>(o), a, desc_v, 1);
+                    ptx::wgmma_m64n8k32_f32_e4m3_rs(reinterpret_cast<float(&)[4]>(o[kAccRegs]), a, ones_desc,
+                                                    step > 0);
+                }
             } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
                 const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * 16 * 128);
                 ptx::wgmma_m64n128k16_f32_f16_rs_mn(o, a, desc_v, 1);
@@ -416,7 +425,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // Mask (where needed), update the row max, and turn S(n) into P(n): e4m3 codes packed into `codes` (the A
     // fragments) where P is double-buffered, else the values P is packed from (pack_p) in place in s: bf16 and
     // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
-    // Must not touch o, l_tile or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
+    // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
@@ -473,12 +482,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             }
         }
     };
-    // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max.
+    // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max. Where P.V computes
+    // them (kSumsInPv) their accumulators are cleared for the next tile by a multiply by 0 (the sums are finite):
+    // an overwrite by 0 made ptxas serialize the wgmma. The m64n8 wgmma starts each tile afresh itself.
     auto add_tile_sums = [&](const float (&rescale)[2]) {
         if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                row_sum[h] = (row_sum[h] + l_tile[2 * h]) * rescale[h];
+                row_sum[h] = (row_sum[h] + o[kAccRegs + 2 * h]) * rescale[h];
+        }
+        if constexpr (Config::kSumsInPv) {
+#pragma unroll
+            for (int e = kAccRegs; e < kORegs; ++e)
+                o[e] *= 0.0f;
         }
     };
     // O to the new max and the next v block's unit (2^unit_shift), before the next P.V accumulates into it;
@@ -553,7 +569,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(p_run);
         ptx::fence_registers(o);
-        ptx::fence_registers(l_tile);
         release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
@@ -588,12 +603,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
-        ptx::fence_registers(l_tile);
         release(Config::kIsFp8 ? &ss.vt_empty[stage] : &ss.v_empty[stage]);
         if constexpr (Config::kPCodes) {
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                row_sum[h] += l_tile[2 * h];
+                row_sum[h] += o[kAccRegs + 2 * h];
         }
     }
     if (consumer_index == 0)
@@ -653,11 +667,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         }
         ptx::fence_mbarrier_init();
     }
-    if constexpr (Config::kPCodes) {
-        if (threadIdx.x < kOnesBytes / 4) {
-            ptx::st_shared_b32(ptx::smem_addr(ss.ones) + 4 * threadIdx.x, kE4m3OneX4);
-            ptx::fence_proxy_async_shared();  // the tensor cores read it
+    if constexpr (Config::kPCodes) {  // each V^T slot's rows of ones, once (VtLayout)
+        using Layout = VtLayout<Config::kBlockN>;
+        constexpr uint32_t kMainWords = Layout::kMainOnesBytes / 4, kWords = kMainWords + Layout::kTailOnesBytes / 4;
+        for (uint32_t i = threadIdx.x; i < Config::kVtStages * kWords; i += Config::kThreads) {
+            const uint32_t word = i % kWords;
+            const uint32_t offset = word < kMainWords ? Layout::kMainBytes + 4 * word
+                                                      : Layout::kTailOnesOffset + 4 * (word - kMainWords);
+            ptx::st_shared_b32(ptx::smem_addr(ss.vt[i / kWords]) + offset, kE4m3OneX4);
         }
+        ptx::fence_proxy_async_shared();  // the tensor cores read them
     }
     __syncthreads();
 

@@ -21,10 +21,13 @@ KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26fl
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
 KERNELS.update({f"fp8-kv192 {shape}": f"flashprefill_dtype2ELi{dim_qk}ELi128EL26flashprefill_probabilities0ELi192E"
                 for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))})
-# The wgmma each kernel must use: S = Q K^T, then P.V.
-MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"], "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3"],
+# The wgmma each kernel must use: S = Q K^T, then P.V; e4m3 codes' row sums by P times ones, at 128 keys a wgmma
+# of their own (m64n8), at 192 keys within P.V (m64n136: V^T and 8 rows of ones), and not both.
+MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
+       "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3", "QGMMA.64x8x32.F32.E4M3.E4M3"],
        "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
-       "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E4M3.E4M3"]}
+       "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"]}
+NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"], "fp8-kv192": ["QGMMA.64x8x32"]}
 
 
 def _cuobjdump():
@@ -65,6 +68,8 @@ def test_tensor_core_instructions(sass, dtype):
     body = _kernel(sass, dtype)
     for mma in MMA[dtype.split()[0]]:
         assert mma in body, f"{dtype} kernel lacks {mma}"
+    for mma in NOT_MMA[dtype.split()[0]]:
+        assert mma not in body, f"{dtype} kernel has {mma}"
     assert "HMMA" not in body.replace("HGMMA", ""), f"{dtype} kernel fell back to HMMA"
     assert "UTMALDG" in body, f"{dtype} kernel loads no tile through TMA"
 
