@@ -8,7 +8,8 @@ implementation is timed in turn with CUDA events, two ways:
   back to back  `launches` calls between one pair of events, not waited for in between: the GPU-bound time per
                 call, as an engine that issues its work asynchronously sees it.
 Reported for each: the median TFLOP/s and the spread (max - min of the per-round medians, relative to the
-median). FLOPs of causal attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
+median); and flashprefill's speed ratio to FlashAttention-3 round by round (tools/bench_report.py). FLOPs of
+causal attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
 
     python tools/bench.py [--out DIR] [--quick] [--shapes TEXT]
 writes DIR/bench.json, DIR/bench.md and DIR/bench.png (default bench/results/).
@@ -22,6 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_report import markdown  # noqa: E402
 from peers import PEERS, PeerUnavailable  # noqa: E402
 
 # (name, batch, seq, heads_q, heads_kv, dim_qk, dim_v)
@@ -117,27 +119,6 @@ def bench_shape(shape, rounds, launches):
             "dim_v": dv, "flops": flops, "results": rows}
 
 
-def markdown(results, device):
-    peers = list(PEERS)
-    lines = []
-    for title, key, spread in (("per call from Python, host included", "tflops", "spread"),
-                               ("launched back to back (GPU-bound)", "back_to_back_tflops", "back_to_back_spread")):
-        lines += [f"Causal prefill, TFLOP/s {title} (median; ± spread of round medians), {device}", "",
-                  "| shape | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
-        for shape in results:
-            cells = []
-            for peer in peers:
-                r = shape["results"].get(peer, {})
-                cells.append(f"{r[key]:.0f} ±{100 * r[spread]:.0f}%" if key in r else "—")
-            lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
-        lines.append("")
-    for shape in results:
-        for peer, r in shape["results"].items():
-            if "unavailable" in r:
-                lines.append(f"- {shape['shape']}, {peer}: {r['unavailable']}")
-    return "\n".join(lines) + "\n"
-
-
 def plot(results, path):
     try:
         import matplotlib
@@ -178,8 +159,9 @@ def main():
     results = [bench_shape(s, args.rounds, args.launches) for s in shapes]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"device": device, "torch": torch.__version__, "shapes": results}, f, indent=1)
-    table = markdown(results, device)
+        json.dump({"device": device, "torch": torch.__version__, "peers": list(PEERS), "shapes": results}, f,
+                  indent=1)
+    table = markdown(results, device, list(PEERS))
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(table)
     plot(results, os.path.join(args.out, "bench.png"))
