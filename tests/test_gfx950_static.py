@@ -141,7 +141,8 @@ def test_resources_within_plan(name):
 
 @pytest.mark.parametrize("name, mfma, count", [
     ("fwd_bf16_hd128", "v_mfma_f32_32x32x16_bf16", 24),    # per 32-key tile 8 for S, 8 for P.V; the last P.V
-    ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 4),    # per 64-key tile: 2 x 2 for S
+    ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 6),    # per 64-key tile: 2 x 2 for S, 1 for P's row
+                                                            # sums; the last tile's row sums
     ("fwd_fp8_hd128", "v_mfma_scale_f32_32x32x64_f8f6f4", 8),  # 4 for P.V with V's block scale; the last P.V
 ])
 def test_instruction_mix(name, mfma, count):

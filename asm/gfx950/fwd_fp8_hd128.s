@@ -10,8 +10,11 @@
 //             float16 subnormals whose bits are the codes (negative ones 0), and a byte permute packs four
 //             codes per register (the numerics of the Hopper kernel, cuda/expfree.cuh; numpy model
 //             flashprefill.fp8.expfree_codes(encoder="f16"))
-//   l = l 2^(m - m_new) + sum of the codes decoded (the P that P.V uses); O^T *= 2^(m - m_new)
+//   l = (l + l_prev) 2^(m - m_new); O^T *= 2^(m - m_new)
 //   O^T += V^T P^T                   4 MFMAs, A = V^T (32 dims x 64 keys), B = P^T (64 keys x queries)
+//   l_prev = 1 P^T                   1 MFMA, A = e4m3 ones (32 x 64 keys): every row of D is the sum over the
+//                                    tile's keys of the codes P.V multiplied by, for each query (the next
+//                                    softmax adds it, as the Hopper kernel's row sums come from P.V's wgmma)
 // then O = O^T * v_descale / l (rows < seqlen_q), lse = ln 2 (m - 8 + log2 l). scale = softmax_scale log2(e)
 // q_descale k_descale: the fp8 descales (per tensor or per (batch, kv head)) fold into it.
 //
@@ -39,6 +42,7 @@
 .set kRowBaseBits, 0x36ef51ec       // float32(56 - 0.34 + 8 * kPOffsetLog2) * 2^-24
 .set kMinusEightBits, 0xb5000000    // -8 * 2^-24
 .set kCodeBytes, 0x06040200         // v_perm_b32: bytes 0 and 2 of S1, then of S0 (the low bytes of four halves)
+.set kE4m3OnesX4, 0x38383838        // four e4m3 codes of 1.0
 .if kHeadDim != 128 || kBlockQ != 32 || kBlockKey != 32 || kPOffsetLog2 != 8
 .error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
 .endif
@@ -68,7 +72,9 @@
 .set v_fill_lds, 228    // its byte offset in a tile
 .set v_k_lds, 229       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, byte 16 h
 .set v_v_lds, 230       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
-.set v_end, 231
+.set v_ones, 232        // v[232:239] A = 32 x 64 e4m3 ones, for the row sums of P
+.set v_sum, 240         // v[240:255] D = the last P's row sums (every register: this lane's query's sum)
+.set v_end, 256
 
 // s[dst] = the int8 exponent (sign-extended) at exponents[(batch * s[heads] + s[head]) * s[blocks] + s[block]].
 .macro load_exponent dst, exponents, heads, head, blocks
@@ -165,13 +171,15 @@
     .endr
 .endm
 
-// O^T += 2^(V exponent) V^T P^T: the E8M0 block scale of the MFMA applies the tile's V exponent exactly
+// O^T += 2^(V exponent) V^T P^T: the E8M0 block scale of the MFMA applies the tile's V exponent exactly; and
+// the row sums of that P, afresh (unscaled: l is in P's units)
 .macro mma_pv
     .set c_, 0
     .rept kHeadDim / 32
     v_mfma_scale_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_vscale], v[v_one_e8m0]
     .set c_, c_ + 1
     .endr
+    v_mfma_f32_32x32x64_f8f6f4 v[v_sum:v_sum + 15], v[v_ones:v_ones + 7], v[v_p:v_p + 7], 0
 .endm
 
 // Masked; the online max in t units (S * scale_qk); the exp-free codes of P into B = P^T; l and O^T rescaled
@@ -205,20 +213,10 @@
     .set w_, w_ + 1
     .endr
 
-    // l = l * rescale + the codes decoded (exact: what P.V multiplies by), summed in the pair v_t2, v_t3
-    v_mov_b32 v[v_t2], 0
-    v_mov_b32 v[v_t3], 0
-    .set w_, 0
-    .rept 8
-    v_cvt_pk_f32_fp8 v[v_s:v_s + 1], v[v_p + w_]
-    v_lshrrev_b32 v[v_t0], 16, v[v_p + w_]
-    v_cvt_pk_f32_fp8 v[v_s + 2:v_s + 3], v[v_t0]
-    v_pk_add_f32 v[v_t2:v_t3], v[v_t2:v_t3], v[v_s:v_s + 1]
-    v_pk_add_f32 v[v_t2:v_t3], v[v_t2:v_t3], v[v_s + 2:v_s + 3]
-    .set w_, w_ + 1
-    .endr
-    v_add_f32 v[v_t2], v[v_t2], v[v_t3]
-    v_fma_f32 v[v_l], v[v_l], v[v_t1], v[v_t2]
+    // l = (l + the last P's row sums) * rescale. Both halves of a query's lanes hold its whole sum, and
+    // fwd_epilogue adds the halves' l: each adds half (exact)
+    v_fma_f32 v[v_t2], v[v_sum], 0.5, v[v_l]
+    v_mul_f32 v[v_l], v[v_t2], v[v_t1]
 
     rescale_o
 .endm
@@ -248,6 +246,11 @@ fwd_fp8_hd128:
     v_mov_b32 v[v_vscale], 127
     v_mov_b32 v[v_one_e8m0], 127
     s_mov_b32 s[s_code_bytes], kCodeBytes
+    .set i_, 0
+    .rept 8
+    v_mov_b32 v[v_ones + i_], kE4m3OnesX4
+    .set i_, i_ + 1
+    .endr
 
     // per-lane LDS offsets of the operands: K row lane % 32 at 16 bytes * half; V column lane % 32 at row 4 h
     v_lshlrev_b32 v[v_k_lds], 7, v[v_l32]
@@ -274,6 +277,7 @@ fwd_fp8_hd128:
     .endr
 
     fwd_tile_loop
+    v_fma_f32 v[v_l], v[v_sum], 0.5, v[v_l]      // the last P's row sums
 
     // the codes were 2^8 times p: lse = ln 2 (m_used - 8 + log2 l)
     v_subrev_f32 v[v_m_used], 0x41000000, v[v_m_used]
@@ -281,4 +285,4 @@ fwd_fp8_hd128:
 .Lfwd_fp8_hd128_end:
     .size fwd_fp8_hd128, .Lfwd_fp8_hd128_end - fwd_fp8_hd128
 
-fwd_kernel_descriptor fwd_fp8_hd128, 231, 100, 49152
+fwd_kernel_descriptor fwd_fp8_hd128, 256, 100, 49152
