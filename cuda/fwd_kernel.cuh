@@ -34,6 +34,7 @@
 #include "fwd_config.cuh"
 #include "ptx.cuh"
 #include "softmax.cuh"
+#include "work_order.cuh"
 
 namespace fp {
 
@@ -60,6 +61,7 @@ struct FwdArgs {
     int32_t seqlen_q, seqlen_k, heads_q, heads_per_kv, batch;
     int32_t m_blocks;  // query tiles per (batch, head)
     int32_t items;     // work items: m_blocks * heads_q * batch (< 2^31, the launcher checks)
+    int32_t section_heads;  // (batch, head) pairs per L2 section (work_order.cuh)
     int32_t causal;
     float softmax_scale_log2;  // softmax_scale * log2(e)
 };
@@ -109,24 +111,11 @@ __device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
     return {end, min(unmasked, partial_from)};
 }
 
-// One CTA's work item: a query tile of one head. The grid is persistent (one CTA per SM); CTA c takes items in
-// rounds of gridDim.x, the longest causal rows first, snaking (c, then gridDim.x - 1 - c in the next round) so
-// that no CTA draws the longest item of every round. Every warpgroup walks the same sequence.
-struct WorkItem {
-    int m_block, head, batch;
-};
-
+// This CTA's item index in round `round` (work_order.cuh).
 __device__ __forceinline__ int work_index(int round)
 {
     const int position = round % 2 == 0 ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
     return round * gridDim.x + position;
-}
-
-__device__ __forceinline__ WorkItem work_item(const FwdArgs &args, int index)
-{
-    const int per_m_block = args.heads_q * args.batch;
-    const int rest = index % per_m_block;
-    return {args.m_blocks - 1 - index / per_m_block, rest % args.heads_q, rest / args.heads_q};
 }
 
 // A position in a ring of kStages slots: the slot and the parity of its fill (both count on across items).
@@ -686,7 +675,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
             const int index = work_index(round);
             if (index >= args.items)
                 return;
-            const WorkItem item = work_item(args, index);
+            const WorkItem item = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
             run(item, kv_range<Config>(args, item.m_block), round);
         }
     };

@@ -78,6 +78,12 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
         (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "the SM count: %s", cudaGetErrorString(err));
     const int grid = args.items < sms ? args.items : sms;  // sms < 65536: check_items' margin
+    int l2_bytes = 0;
+    if ((err = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device)) != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "the L2 size: %s", cudaGetErrorString(err));
+    args.section_heads = section_heads_for(args.m_blocks, p->heads_q, p->heads_kv, p->batch,
+                                           static_cast<int64_t>(p->seqlen_k) * (p->dim_qk + p->dim_v) * kBytes,
+                                           l2_bytes, grid);
     kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));

@@ -317,6 +317,37 @@ def test_determinism(dtype, dims):
     assert torch.isfinite(first).all() and torch.equal(first, second), f"seed {seed}: repeated calls differ"
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+def test_l2_sections_leave_results_unchanged(dtype, dims):
+    """Where K and V outgrow L2 the work items run in sections of heads (cuda/work_order.cuh): the output, poisoned
+    first, equals bit for bit that of one call per (batch, head), which has a single section."""
+    seed = _seed()
+    batch, seq, heads = 2, 8192, 16
+    q, k, v = _inputs((batch, seq, seq, heads, heads), dims, seed)
+    if dtype == "bf16":
+        q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+        descales = [{}] * 3
+    else:
+        (q, qd, _), (k, kd, _), (v, vd, _) = (_quantize(x, False, heads) for x in (q, k, v))
+        descales = [{"q_descale": qd}, {"k_descale": kd}, {"v_descale": vd}]
+    kwargs = {key: value for d in descales for key, value in d.items()}
+    if dtype == "fp8-p16":
+        kwargs["probabilities"] = "fp16"
+    kv_bytes = batch * heads * seq * sum(dims) * k.element_size()
+    assert kv_bytes > 0.4 * torch.cuda.get_device_properties(0).L2_cache_size, "the problem must outgrow L2"
+    out = _poisoned(batch, seq, heads, dims[1])
+    fp.attention(q, k, v, out=out, **kwargs)
+    parts = torch.empty_like(out)
+    for b in range(batch):
+        for h in range(heads):
+            one = (slice(b, b + 1), slice(None), slice(h, h + 1))
+            fp.attention(q[one], k[one], v[one], out=parts[one], **kwargs)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    assert torch.equal(out, parts), f"seed {seed}: the sectioned call differs from per-head calls"
+
+
 def test_packed_qkv_strides_and_determinism():
     """q, k, v as views into one (batch, seq, heads_q + 2 heads_kv, dim) buffer; two calls agree bit for bit."""
     seed = _seed()
