@@ -1,7 +1,7 @@
 """The FP8 ideas one at a time (issue #4's ablation): each switched off against the full kernel, speed and error
 side by side in one process with FlashAttention-3 fp8.
 
-    python tools/ablation.py [--out DIR] [--rounds 5]      (or python tools/bench.py --ablation)
+    python tools/ablation.py [--out DIR] [--rounds 6]      (or python tools/bench.py --ablation)
 
 Variants (fp8, hd128 causal):
   full            the library: exp-free probabilities, ping-pong, FA3-style per-(batch, kv head) factors
@@ -78,9 +78,12 @@ def speed(rounds, launches):
         runs[name][1]()
     torch.cuda.synchronize()
     per_round = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, (path, run) in runs.items():
+    order = list(runs)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:  # as bench.py: reversed every second round, idle first
+            path, run = runs[name]
             use_library(path)
+            bench.settle()
             per_round[name].append(statistics.median(bench.time_launches(run, launches)))
     use_library(None)
     return {name: {"tflops": flops / statistics.median(ms) / 1e9, "spread": (max(ms) - min(ms)) / statistics.median(ms),
@@ -109,7 +112,7 @@ def error(path, prepare, dist):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--launches", type=int, default=10)
     args = ap.parse_args(argv)
     missing = [path for _, path, _, _ in variants() if path is not None and not os.path.isfile(path)]

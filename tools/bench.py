@@ -7,6 +7,11 @@ implementation is timed in turn with CUDA events, two ways:
                 costs, host work (argument handling, the launch) included;
   back to back  `launches` calls between one pair of events, not waited for in between: the GPU-bound time per
                 call, as an engine that issues its work asynchronously sees it.
+Fairness: before each timing the GPU idles IDLE_S, and every second round takes the implementations in reverse
+order. Without the pause the H200, held at its 700 W limit, starts each kernel at the clock the previous one left:
+the same kernel timed first and third in a round measured 4-8% apart, the ratio to FlashAttention-3 of the one timed
+first up to 8% higher than the same kernel's timed later; with it the two agreed within 0-2% and the spreads fell from
+~10% to 1-4% (bench/NOTES.md). Sustained speed at the power limit is tools/power.py's.
 Reported for each: the median TFLOP/s and the spread (max - min of the per-round medians, relative to the
 median); and flashprefill's speed ratio to FlashAttention-3 round by round (tools/bench_report.py). FLOPs of
 causal attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
@@ -19,6 +24,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -38,6 +44,7 @@ SHAPES = [
     ("mla 192/128 16h 32k", 1, 32768, 16, 16, 192, 128),
 ]
 INPUT_SETS = 3
+IDLE_S = 0.1
 
 
 def make_inputs(batch, seq, hq, hkv, dqk, dv, seed):
@@ -54,6 +61,12 @@ def make_inputs(batch, seq, hq, hkv, dqk, dv, seed):
         x[name + "d"] = descale
         x[name] = t.to(torch.bfloat16)
     return x
+
+
+def settle():
+    """Waits for the GPU, then lets it idle IDLE_S, so that every timing starts from the same power state."""
+    torch.cuda.synchronize()
+    time.sleep(IDLE_S)
 
 
 def time_launches(fn, launches):
@@ -97,12 +110,15 @@ def bench_shape(shape, rounds, launches):
     per_round = {peer: [] for peer in runs}
     all_times = {peer: [] for peer in runs}
     burst_rounds = {peer: [] for peer in runs}
+    order = list(runs)
     for r in range(rounds):
-        for peer, fns in runs.items():
-            fn = fns[r % INPUT_SETS]
+        for peer in order if r % 2 == 0 else order[::-1]:
+            fn = runs[peer][r % INPUT_SETS]
+            settle()
             times = time_launches(fn, launches)
             per_round[peer].append(statistics.median(times))
             all_times[peer] += times
+            settle()
             burst_rounds[peer].append(time_back_to_back(fn, launches))
     for peer in runs:
         median_ms = statistics.median(all_times[peer])
@@ -143,7 +159,7 @@ def plot(results, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench", "results"))
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
     ap.add_argument("--shapes", default=None, help="only the shapes whose name contains this text, e.g. 4k")
