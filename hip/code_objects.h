@@ -11,6 +11,8 @@
 
 extern const unsigned char fp_gfx950_fwd_bf16_hd128_co[];
 extern const uint64_t fp_gfx950_fwd_bf16_hd128_co_size;
+extern const unsigned char fp_gfx950_fwd_bf16_qk192_co[];
+extern const uint64_t fp_gfx950_fwd_bf16_qk192_co_size;
 extern const unsigned char fp_gfx950_fwd_fp8_hd128_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_hd128_co_size;
 

@@ -1,6 +1,7 @@
 /* The gfx950 backend's kernel table (src/backend.h) and launcher: params -> fp_gfx950_fwd_kernarg -> one
- * hipModuleLaunchKernel of fwd_bf16_hd128 or fwd_fp8_hd128. Pointers are not checked against the device here (the HIP pointer-attribute API has
- * no stable C layout to dlopen against); the runtime reports bad addresses at the launch or sync.
+ * hipModuleLaunchKernel of fwd_bf16_hd128, fwd_bf16_qk192 or fwd_fp8_hd128. Pointers are not checked against the
+ * device here (the HIP pointer-attribute API has no stable C layout to dlopen against); the runtime reports bad
+ * addresses at the launch or sync.
  */
 #include <limits.h>
 #include <math.h>
@@ -118,6 +119,11 @@ static flashprefill_status launch_fwd_bf16_hd128(const flashprefill_params *p, v
     return launch_fwd(p, stream, FP_GFX950_FWD_BF16_HD128);
 }
 
+static flashprefill_status launch_fwd_bf16_qk192(const flashprefill_params *p, void *stream)
+{
+    return launch_fwd(p, stream, FP_GFX950_FWD_BF16_QK192);
+}
+
 static flashprefill_status launch_fwd_fp8_hd128(const flashprefill_params *p, void *stream)
 {
     return launch_fwd(p, stream, FP_GFX950_FWD_FP8_HD128);
@@ -135,6 +141,9 @@ const fp_kernel_entry fp_backend_kernels[] = {
     {"gfx950_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits,
      launch_fwd_bf16_hd128},
+    {"gfx950_fwd_bf16_qk192", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits,
+     launch_fwd_bf16_qk192},
     {"gfx950_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),

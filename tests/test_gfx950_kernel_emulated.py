@@ -70,33 +70,36 @@ def bf16_floor(q, k, v, causal):
     return out.astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
+@pytest.mark.parametrize("dim_qk", [128, 192])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
                                    (2, 70, 70, 2, 1)],
                          ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
-def test_fwd_bf16_hd128(shape, causal):
+def test_fwd_bf16(shape, causal, dim_qk):
+    """fwd_bf16_hd128, and fwd_bf16_qk192 (dim_qk 192, dim_v 128: DeepSeek-V2's prefill shape)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: Kernarg.__dict__[f].offset for f, _ in Kernarg._fields_} == \
         {k: v for k, v in _assembly_offsets().items() if k != "size"}
     assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
     batch, sq, sk, hq, hkv = shape
+    name = "fwd_bf16_hd128" if dim_qk == 128 else f"fwd_bf16_qk{dim_qk}"
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
-    q, k, v = (rng.standard_normal((batch, s, h, 128)).astype(ml_dtypes.bfloat16)
-               for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    q, k, v = (rng.standard_normal((batch, s, h, d)).astype(ml_dtypes.bfloat16)
+               for s, h, d in ((sq, hq, dim_qk), (sk, hkv, dim_qk), (sk, hkv, 128)))
     mem = GlobalMemory()
-    addr = {name: mem.alloc_array(np.ascontiguousarray(x)) for name, x in (("q", q), ("k", k), ("v", v))}
+    addr = {n: mem.alloc_array(np.ascontiguousarray(x)) for n, x in (("q", q), ("k", k), ("v", v))}
     addr["out"] = mem.alloc_array(np.full((batch, sq, hq, 128), BF16_NAN, np.uint16))
     addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
     a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"],
                 seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal),
-                causal_offset=sk - sq, softmax_scale_log2=np.log2(np.e) / np.sqrt(128))
-    for name, s, h in (("q", sq, hq), ("k", sk, hkv), ("v", sk, hkv), ("out", sq, hq)):
-        setattr(a, f"{name}_stride_seq", h * 128 * 2)
-        setattr(a, f"{name}_stride_head", 128 * 2)
-        setattr(a, f"{name}_stride_batch", s * h * 128 * 2)
-    co = load_code_object(str(ROOT / "build" / "gfx950" / "fwd_bf16_hd128.co"))
-    run_kernel(co, "fwd_bf16_hd128", grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch),
+                causal_offset=sk - sq, softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk))
+    for n, s, h, d in (("q", sq, hq, dim_qk), ("k", sk, hkv, dim_qk), ("v", sk, hkv, 128), ("out", sq, hq, 128)):
+        setattr(a, f"{n}_stride_seq", h * d * 2)
+        setattr(a, f"{n}_stride_head", d * 2)
+        setattr(a, f"{n}_stride_batch", s * h * d * 2)
+    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
+    run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch),
                workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, 128)).view(ml_dtypes.bfloat16).astype(np.float64)
     lse = mem.read(addr["lse"], np.float32, (batch, hq, sq))

@@ -36,12 +36,13 @@ def lib():
     return lib
 
 
-def params(dtype=DType.BF16, seq=200, heads_q=8, heads_kv=2, dim=128):
+def params(dtype=DType.BF16, seq=200, heads_q=8, heads_kv=2, dim=128, dim_v=None):
+    dim_v = dim if dim_v is None else dim_v
     p = Params(q=0x7F0000000000, k=0x7F1000000000, v=0x7F2000000000, out=0x7F3000000000, batch=2, seqlen_q=seq,
-               seqlen_k=seq, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim, dim_v=dim, in_dtype=dtype,
+               seqlen_k=seq, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim, dim_v=dim_v, in_dtype=dtype,
                out_dtype=DType.BF16, causal=1, softmax_scale=dim ** -0.5)
-    for name, heads in (("q", heads_q), ("k", heads_kv), ("v", heads_kv), ("out", heads_q)):
-        for axis, stride in (("batch", seq * heads * dim), ("seq", heads * dim), ("head", dim), ("dim", 1)):
+    for name, heads, d in (("q", heads_q, dim), ("k", heads_kv, dim), ("v", heads_kv, dim_v), ("out", heads_q, dim_v)):
+        for axis, stride in (("batch", seq * heads * d), ("seq", heads * d), ("head", d), ("dim", 1)):
             setattr(p, f"{name}_stride_{axis}", stride)
     return p
 
@@ -55,6 +56,10 @@ def test_supports_hd128_bf16_and_fp8(lib):
     fp8_blocks.k_descale.block_tokens = 96  # not whole 64-key tiles
     assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.ERROR_NOT_SUPPORTED
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
+    # DeepSeek-V2's 192/128 in bf16 (fwd_bf16_qk192); no fp8 kernel for it yet
+    assert lib.flashprefill_supports(ctypes.byref(params(dim=192, dim_v=128))) == Status.SUCCESS
+    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3, dim=192, dim_v=128))) == \
+        Status.ERROR_NOT_SUPPORTED
     fp16_p = params(DType.FP8_E4M3)
     fp16_p.probabilities = 1  # FLASHPREFILL_PROBABILITIES_FP16: a Hopper kernel only
     assert lib.flashprefill_supports(ctypes.byref(fp16_p)) == Status.ERROR_NOT_SUPPORTED
@@ -90,7 +95,7 @@ def test_forward_without_rocm_is_a_clean_status(lib):
     assert lib.flashprefill_forward(ctypes.byref(params()), None) == Status.ERROR_NO_DEVICE  # same answer again
 
 
-@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_fp8_hd128"])
+@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128"])
 def test_descriptor_resources_match_metadata(lib, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()
@@ -101,7 +106,8 @@ def test_descriptor_resources_match_metadata(lib, kernel):
                                check=True).stdout
         declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
         assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
-    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (3 * 16384, 0, 232)  # 3 KV tile buffers
+    k_tail = 4096 if "qk192" in kernel else 0  # K's dims 128-191 (fwd_contract.inc)
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (3 * (16384 + k_tail), 0, 232)  # 3 KV tile buffers
     assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 

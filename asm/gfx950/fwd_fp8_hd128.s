@@ -43,7 +43,7 @@
 .set kMinusEightBits, 0xb5000000    // -8 * 2^-24
 .set kCodeBytes, 0x06040200         // v_perm_b32: bytes 0 and 2 of S1, then of S0 (the low bytes of four halves)
 .set kE4m3OnesX4, 0x38383838        // four e4m3 codes of 1.0
-.if kHeadDim != 128 || kBlockQ != 32 || kBlockKey != 32 || kPOffsetLog2 != 8
+.if kHeadDimQk != 128 || kHeadDimV != 128 || kBlockQ != 32 || kBlockKey != 32 || kPOffsetLog2 != 8
 .error "the register map and constants below are laid out for head dim 128, 32 x 32 tiles, offset 8"
 .endif
 
@@ -150,7 +150,7 @@
 .macro read_v
     v_add_u32 v[v_t0], s[s_buf], v[v_v_lds]
     .set c_, 0
-    .rept kHeadDim / 32
+    .rept kHeadDimV / 32
     .set w_, 0
     .rept 4
     ds_read_b64_tr_b8 v[v_v + 8 * c_ + 2 * w_:v_v + 8 * c_ + 2 * w_ + 1], v[v_t0] offset:kRowBytes * (32 * (w_ / 2) + 16 * (w_ % 2)) + 32 * c_
@@ -175,7 +175,7 @@
 // the row sums of that P, afresh (unscaled: l is in P's units)
 .macro mma_pv
     .set c_, 0
-    .rept kHeadDim / 32
+    .rept kHeadDimV / 32
     v_mfma_scale_f32_32x32x64_f8f6f4 v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_v + 8 * c_:v_v + 8 * c_ + 7], v[v_p:v_p + 7], v[v_o + 16 * c_:v_o + 16 * c_ + 15], v[v_vscale], v[v_one_e8m0]
     .set c_, c_ + 1
     .endr
@@ -266,7 +266,7 @@ fwd_fp8_hd128:
     v_add_u32 v[v_v_lds], v[v_v_lds], v[v_t1]
     v_and_b32 v[v_t1], 1, v[v_lane]
     v_lshl_add_u32 v[v_v_lds], v[v_t1], 3, v[v_v_lds]         // + 8 (L % 2)
-    v_add_u32 v[v_v_lds], kTileBytes, v[v_v_lds]
+    v_add_u32 v[v_v_lds], kVOffset, v[v_v_lds]
 
     // B = Q^T: lane (query q0 + lane % 32, clamped), K-step s: dims 64 s + 16 h .. + 15, then + 32
     query_row_address
