@@ -28,4 +28,13 @@ fp_gfx950_fwd_fp8_hd128_co:
     .globl fp_gfx950_fwd_fp8_hd128_co_size
 fp_gfx950_fwd_fp8_hd128_co_size:
     .quad .Lfwd_fp8_hd128_co_end - fp_gfx950_fwd_fp8_hd128_co
+    .balign 64
+    .globl fp_gfx950_fwd_fp8_qk192_co
+fp_gfx950_fwd_fp8_qk192_co:
+    .incbin "build/gfx950/fwd_fp8_qk192.co"
+.Lfwd_fp8_qk192_co_end:
+    .balign 8
+    .globl fp_gfx950_fwd_fp8_qk192_co_size
+fp_gfx950_fwd_fp8_qk192_co_size:
+    .quad .Lfwd_fp8_qk192_co_end - fp_gfx950_fwd_fp8_qk192_co
     .section .note.GNU-stack,"",@progbits

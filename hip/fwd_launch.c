@@ -1,5 +1,5 @@
 /* The gfx950 backend's kernel table (src/backend.h) and launcher: params -> fp_gfx950_fwd_kernarg -> one
- * hipModuleLaunchKernel of fwd_bf16_hd128, fwd_bf16_qk192 or fwd_fp8_hd128. Pointers are not checked against the
+ * hipModuleLaunchKernel of fwd_{bf16,fp8}_{hd128,qk192}. Pointers are not checked against the
  * device here (the HIP pointer-attribute API has no stable C layout to dlopen against); the runtime reports bad
  * addresses at the launch or sync.
  */
@@ -10,7 +10,7 @@
 #include "fwd_kernarg.h"
 #include "loader.h"
 
-/* fwd_*.s: 8 waves of 32 queries per workgroup; fwd_fp8_hd128 takes keys 64 at a time, so a per-block scale's
+/* fwd_*.s: 8 waves of 32 queries per workgroup; the fp8 kernels take keys 64 at a time, so a per-block scale's
    block must hold whole tiles. */
 enum { QUERIES_PER_WORKGROUP = 256, LANES_PER_WORKGROUP = 512, KV_TILE_KEYS_FP8 = 64 };
 
@@ -41,7 +41,7 @@ flashprefill_status fp_backend_check_device(const flashprefill_params *p)
     return fp_hip_load(&api, FP_GFX950_FWD_BF16_HD128, &fn);
 }
 
-/* A descale as fwd_fp8_hd128 reads it: factors[batch * stride_batch + head_kv * stride_head], or per-block
+/* A descale as the fp8 kernels read it: factors[batch * stride_batch + head_kv * stride_head], or per-block
    exponents[(batch * heads + head) * blocks_per_head + token / block_tokens], or none (both addresses 0). */
 typedef struct descale_args {
     uint64_t factors, exponents;
@@ -129,6 +129,11 @@ static flashprefill_status launch_fwd_fp8_hd128(const flashprefill_params *p, vo
     return launch_fwd(p, stream, FP_GFX950_FWD_FP8_HD128);
 }
 
+static flashprefill_status launch_fwd_fp8_qk192(const flashprefill_params *p, void *stream)
+{
+    return launch_fwd(p, stream, FP_GFX950_FWD_FP8_QK192);
+}
+
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
 {
     (void)p;
@@ -148,5 +153,9 @@ const fp_kernel_entry fp_backend_kernels[] = {
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
      KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits, launch_fwd_fp8_hd128},
+    {"gfx950_fwd_fp8_qk192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
+         FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
+     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, check_limits, launch_fwd_fp8_qk192},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];

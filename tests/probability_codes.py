@@ -11,12 +11,12 @@ import numpy as np
 from flashprefill import fp8
 
 
-def inputs(rng, seq, heads):
-    """uint8 e4m3 codes q, k, v, each (1, seq, heads, 128)."""
+def inputs(rng, seq, heads, dim_qk=128):
+    """uint8 e4m3 codes q, k (1, seq, heads, dim_qk) and v (1, seq, heads, 128)."""
     magnitude = np.abs(fp8.e4m3_decode(np.arange(256, dtype=np.uint8)))
     finite = np.flatnonzero((magnitude >= 2.0**-3) & (magnitude <= 16)).astype(np.uint8)  # NaN drops out
-    q_codes = np.zeros((1, seq, heads, 128), np.uint8)
-    k_codes = np.zeros((1, seq, heads, 128), np.uint8)
+    q_codes = np.zeros((1, seq, heads, dim_qk), np.uint8)
+    k_codes = np.zeros((1, seq, heads, dim_qk), np.uint8)
     q_codes[..., 0], k_codes[..., 0] = rng.choice(finite, (1, seq, heads)), rng.choice(finite, (1, seq, heads))
     v_codes = np.zeros((1, seq, heads, 128), np.uint8)
     v_codes[0, np.arange(seq), :, np.arange(seq)] = 0x38  # 1.0

@@ -111,25 +111,25 @@ def test_fwd_bf16(shape, causal, dim_qk):
 
 
 def _run(name, q, k, v, causal, descales=None, blocks=None):
-    """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, 128), 1 or 2 bytes per element) with
+    """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, dim), 1 or 2 bytes per element) with
     optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)) or per-block exponents
     ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens); returns out, lse."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
         {key: value for key, value in _assembly_offsets().items() if key != "size"}
     assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
-    batch, sq, hq, dim = q.shape
-    sk, hkv = k.shape[1], k.shape[2]
+    batch, sq, hq, dim_qk = q.shape
+    sk, hkv, dim_v = k.shape[1], k.shape[2], v.shape[3]
     mem = GlobalMemory()
     addr = {n: mem.alloc_array(np.ascontiguousarray(x)) for n, x in (("q", q), ("k", k), ("v", v))}
-    addr["out"] = mem.alloc_array(np.full((batch, sq, hq, dim), BF16_NAN, np.uint16))
+    addr["out"] = mem.alloc_array(np.full((batch, sq, hq, dim_v), BF16_NAN, np.uint16))
     addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
     a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"], seqlen_q=sq, seqlen_k=sk,
                 heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal), causal_offset=sk - sq,
-                softmax_scale_log2=np.log2(np.e) / np.sqrt(dim))
+                softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk))
     for n, x, out_bytes in (("q", q, None), ("k", k, None), ("v", v, None), ("out", None, 2)):
-        shape = q.shape if x is None else x.shape
-        item = out_bytes or x.dtype.itemsize
+        shape = q.shape[:3] + (dim_v,) if x is None else x.shape
+        item, dim = out_bytes or x.dtype.itemsize, shape[3]
         setattr(a, f"{n}_stride_seq", shape[2] * dim * item)
         setattr(a, f"{n}_stride_head", dim * item)
         setattr(a, f"{n}_stride_batch", shape[1] * shape[2] * dim * item)
@@ -146,7 +146,7 @@ def _run(name, q, k, v, causal, descales=None, blocks=None):
     co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
     run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch), workgroup_size=LANES_PER_WORKGROUP,
                kernarg=bytes(a), memory=mem)
-    out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim)).view(ml_dtypes.bfloat16).astype(np.float64)
+    out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim_v)).view(ml_dtypes.bfloat16).astype(np.float64)
     return out, mem.read(addr["lse"], np.float32, (batch, hq, sq))
 
 
@@ -161,21 +161,27 @@ def _quantize(x, per_head, heads_kv):
     return codes, descale, codes.astype(np.float64) * scale
 
 
+def _fp8_kernel(dim_qk):
+    return "fwd_fp8_hd128" if dim_qk == 128 else f"fwd_fp8_qk{dim_qk}"
+
+
+@pytest.mark.parametrize("dim_qk", [128, 192])
 @pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
                                    (2, 70, 130, 2, 1)],
                          ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
-def test_fwd_fp8_hd128(shape, causal, per_head):
-    """Against the numpy model of the same pipeline (exp-free codes at the running max of each 64-key tile):
-    only the bf16 rounding of the output (and float32 accumulation) may separate them; and against float64
-    attention of the dequantized inputs within 1.5x the error of the model itself."""
+def test_fwd_fp8(shape, causal, per_head, dim_qk):
+    """fwd_fp8_hd128 and fwd_fp8_qk192 (dim_v 128) against the numpy model of the same pipeline (exp-free codes
+    at the running max of each 64-key tile): only the bf16 rounding of the output (and float32 accumulation) may
+    separate them; and against float64 attention of the dequantized inputs within 1.5x the error of the model
+    itself."""
     batch, sq, sk, hq, hkv = shape
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(rng.standard_normal((batch, s, h, 128)), per_head, hkv)
-                                                for s, h in ((sq, hq), (sk, hkv), (sk, hkv)))
-    out, lse = _run("fwd_fp8_hd128", q8, k8, v8, causal, (qd, kd, vd))
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(rng.standard_normal((batch, s, h, d)), per_head, hkv)
+                                                for s, h, d in ((sq, hq, dim_qk), (sk, hkv, dim_qk), (sk, hkv, 128)))
+    out, lse = _run(_fp8_kernel(dim_qk), q8, k8, v8, causal, (qd, kd, vd))
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     q_model_descale = np.repeat(qd, hq // hkv, axis=1) if per_head else qd
     model, model_lse = fp8.attention_fp8_model(q8.view(np.uint8), k8.view(np.uint8), v8.view(np.uint8),
@@ -189,11 +195,12 @@ def test_fwd_fp8_hd128(shape, causal, per_head):
     assert reference.relative_l2(out, ref) <= 1.5 * model_err + rounding, f"seed {seed}: against float64"
 
 
+@pytest.mark.parametrize("dim_qk", [128, 192])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("block_tokens", [64, 128])
 @pytest.mark.parametrize("shape", [(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)],
                          ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
-def test_fwd_fp8_hd128_block_scales(shape, block_tokens, causal):
+def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
     """Per-block power-of-two scales (fp8.quantize_blocks): q's exponent per 32-query wave, k's folded into
     each tile's score scale, v's through the MFMA's E8M0 block scale; against the numpy model with the
     same per-token scales, and float64 attention of the dequantized inputs."""
@@ -201,12 +208,12 @@ def test_fwd_fp8_hd128_block_scales(shape, block_tokens, causal):
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
     # uneven magnitudes across blocks, so that wrong exponents cannot go unnoticed
-    raw = [rng.standard_normal((batch, s, h, 128)) * np.exp(rng.normal(0, 2, (1, s, 1, 1)))
-           for s, h in ((sq, hq), (sk, hkv), (sk, hkv))]
+    raw = [rng.standard_normal((batch, s, h, d)) * np.exp(rng.normal(0, 2, (1, s, 1, 1)))
+           for s, h, d in ((sq, hq, dim_qk), (sk, hkv, dim_qk), (sk, hkv, 128))]
     quantized = [fp8.quantize_blocks(x, block_tokens) for x in raw]
     codes = [c.view(ml_dtypes.float8_e4m3fn) for c, _ in quantized]
     exponents = [e for _, e in quantized]
-    out, lse = _run("fwd_fp8_hd128", *codes, causal, blocks=(exponents, block_tokens))
+    out, lse = _run(_fp8_kernel(dim_qk), *codes, causal, blocks=(exponents, block_tokens))
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     scales = [fp8.block_scales(e, x.shape[1], block_tokens) for e, x in zip(exponents, raw)]
     model, model_lse = fp8.attention_fp8_model(*(c.view(np.uint8) for c in codes), *scales, causal=causal,
@@ -222,13 +229,15 @@ def test_fwd_fp8_hd128_block_scales(shape, block_tokens, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_fwd_fp8_hd128_probability_codes_bit_exact(causal):
+@pytest.mark.parametrize("dim_qk", [128, 192])
+def test_fwd_fp8_probability_codes_bit_exact(causal, dim_qk):
     """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit (as tests/test_kernel_gpu.py pins
     Hopper's), on one KV tile (64 keys) of the problem in probability_codes.py."""
     seed = int(RNG.integers(1 << 31))
     seq, heads = 64, 2
-    q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads)
-    out, _ = _run("fwd_fp8_hd128", *(c.view(ml_dtypes.float8_e4m3fn) for c in (q_codes, k_codes, v_codes)), causal)
+    q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads, dim_qk)
+    out, _ = _run(_fp8_kernel(dim_qk), *(c.view(ml_dtypes.float8_e4m3fn) for c in (q_codes, k_codes, v_codes)),
+                  causal)
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
-    scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(128)))  # as the kernel argument holds it
+    scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(dim_qk)))  # as the kernel argument holds it
     probability_codes.check(out, q_codes, k_codes, causal, scale_log2, seed)

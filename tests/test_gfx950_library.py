@@ -56,10 +56,10 @@ def test_supports_hd128_bf16_and_fp8(lib):
     fp8_blocks.k_descale.block_tokens = 96  # not whole 64-key tiles
     assert lib.flashprefill_supports(ctypes.byref(fp8_blocks)) == Status.ERROR_NOT_SUPPORTED
     assert lib.flashprefill_supports(ctypes.byref(params(dim=64))) == Status.ERROR_NOT_SUPPORTED
-    # DeepSeek-V2's 192/128 in bf16 (fwd_bf16_qk192); no fp8 kernel for it yet
+    # DeepSeek-V2's 192/128 (fwd_bf16_qk192, fwd_fp8_qk192); 192/192 has no kernel
     assert lib.flashprefill_supports(ctypes.byref(params(dim=192, dim_v=128))) == Status.SUCCESS
-    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3, dim=192, dim_v=128))) == \
-        Status.ERROR_NOT_SUPPORTED
+    assert lib.flashprefill_supports(ctypes.byref(params(DType.FP8_E4M3, dim=192, dim_v=128))) == Status.SUCCESS
+    assert lib.flashprefill_supports(ctypes.byref(params(dim=192))) == Status.ERROR_NOT_SUPPORTED
     fp16_p = params(DType.FP8_E4M3)
     fp16_p.probabilities = 1  # FLASHPREFILL_PROBABILITIES_FP16: a Hopper kernel only
     assert lib.flashprefill_supports(ctypes.byref(fp16_p)) == Status.ERROR_NOT_SUPPORTED
@@ -95,7 +95,7 @@ def test_forward_without_rocm_is_a_clean_status(lib):
     assert lib.flashprefill_forward(ctypes.byref(params()), None) == Status.ERROR_NO_DEVICE  # same answer again
 
 
-@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128"])
+@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"])
 def test_descriptor_resources_match_metadata(lib, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()

@@ -147,6 +147,8 @@ def test_resources_within_plan(name):
     ("fwd_fp8_hd128", "v_mfma_f32_32x32x64_f8f6f4", 6),    # per 64-key tile: 2 x 2 for S, 1 for P's row
                                                             # sums; the last tile's row sums
     ("fwd_fp8_hd128", "v_mfma_scale_f32_32x32x64_f8f6f4", 8),  # 4 for P.V with V's block scale; the last P.V
+    ("fwd_fp8_qk192", "v_mfma_f32_32x32x64_f8f6f4", 6),    # 2 x 3 for S; row sums on the VALU
+    ("fwd_fp8_qk192", "v_mfma_scale_f32_32x32x64_f8f6f4", 8),
 ])
 def test_instruction_mix(name, mfma, count):
     mnemonics = [m for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
@@ -174,11 +176,12 @@ def test_ping_pong_structure(name):
     assert not [m for m in mnemonics if m.startswith(("ds_read_u8", "ds_read_u16"))]
 
 
-def test_fp8_kernel_is_exp_free():
+@pytest.mark.parametrize("name", ["fwd_fp8_hd128", "fwd_fp8_qk192"])
+def test_fp8_kernel_is_exp_free(name):
     """The fp8 probabilities come from one FMA per score (two per v_pk_fma_f32) and a float16 conversion per two:
     v_exp_f32 only for the per-tile rescale."""
     mnemonics = [m.removesuffix("_e32").removesuffix("_e64")
-                 for _, m, _ in gfx950_lint.disassemble(str(code_object("fwd_fp8_hd128")))]
+                 for _, m, _ in gfx950_lint.disassemble(str(code_object(name)))]
     assert mnemonics.count("v_exp_f32") == 1
     assert mnemonics.count("v_pk_fma_f32") == 16 and mnemonics.count("v_cvt_pk_f16_f32") == 16
 
