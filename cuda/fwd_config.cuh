@@ -67,8 +67,32 @@ struct VtLayout {
     static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle repeats every 512 bytes");
 };
 
+// An e4m3 code's magnitude (sign bit clear), at compile time.
+constexpr double e4m3_magnitude(uint32_t code)
+{
+    const uint32_t exponent = (code >> 3) & 15, mantissa = code & 7;
+    double scale = 1.0 / 512;  // 2^-9: subnormals are mantissa x 2^-9, normals (8 + mantissa) x 2^(exponent - 10)
+    for (uint32_t e = 1; e < exponent; ++e)
+        scale *= 2;
+    return exponent == 0 ? mantissa * scale : (8 + mantissa) * scale;
+}
+static_assert(e4m3_magnitude(0x38) == 1.0 && e4m3_magnitude(0x7E) == 448.0 && e4m3_magnitude(0x01) == 1.0 / 512);
+
+// The largest e4m3 code magnitude of q for which no partial sum of S = Q K^T can pass float16's largest finite
+// value (65504), whatever k's codes (up to 448): magnitude x 448 x dim_qk <= 65504.
+constexpr uint32_t f16_scores_q_code_max(int dim_qk)
+{
+    uint32_t code = 0;
+    while (code + 1 <= 0x7E && e4m3_magnitude(code + 1) * 448.0 * dim_qk <= 65504.0)
+        ++code;
+    return code;
+}
+static_assert(e4m3_magnitude(f16_scores_q_code_max(128)) == 1.125 && e4m3_magnitude(f16_scores_q_code_max(192)) == 0.75,
+              "flashprefill.h states these bounds");
+
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128>
+          flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;
@@ -109,6 +133,12 @@ struct FwdConfig {
     // 128 the consumers' 216 registers hold no 68-register accumulator range (ptxas serializes the wgmma), so a
     // second wgmma (m64n8) per K step multiplies P by the ones.
     static constexpr bool kSumsInPv = kPCodes && kBlockN == 192;
+    // FLASHPREFILL_SCORES_FP16: S accumulated in float16 (wgmma .f16: 48 registers at 192 keys), its row max by
+    // packed three-input maxima and the codes by fma.relu.f16x2 (fwd_kernel.cuh), for each warpgroup's item whose 64
+    // rows of q codes all lie within kF16ScoresQCodeMax (then no partial sum of S can overflow); float32 otherwise.
+    static constexpr bool kF16Scores = kScores == FLASHPREFILL_SCORES_FP16;
+    static constexpr uint32_t kF16ScoresQCodeMax = f16_scores_q_code_max(kDimQk);
+    static_assert(!kF16Scores || kSumsInPv, "float16 scores exist in the e4m3-code kernels with 192-key tiles");
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
@@ -197,6 +227,8 @@ constexpr bool fits_shared_memory = sizeof(FwdSharedStorage<Config>) + 1024 <= k
 enum class NamedBarrier : uint32_t {
     kConsumer0Turn = 1,
     kConsumer1Turn = 2,
+    kConsumer0Vote = 3,  // float16 scores: a warpgroup agrees on its item's path (bar.red.or)
+    kConsumer1Vote = 4,
 };
 
 // A wgmma shared-memory matrix descriptor (PTX ISA 9.7.15.5.1) for an operand in rows of kSwizzle (128 or 64)

@@ -15,7 +15,8 @@
 //                                            V^T, so O's accumulator gets P's row sums in 8 more columns)
 //       [your turn]
 //       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
-//           fp8 as e4m3 codes computed exp-free (expfree.cuh)
+//           fp8 as e4m3 codes computed exp-free (expfree.cuh), from float16 scores where the call allows them
+//           and the warpgroup's q codes are small enough (f16_scores.cuh)
 //       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
 //           the softmax)
 //       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
@@ -27,8 +28,10 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "expfree.cuh"
+#include "f16_scores.cuh"
 #include "fp8_transpose.cuh"
 #include "fp8_widen.cuh"
 #include "fwd_config.cuh"
@@ -327,13 +330,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // 64, 65: half 0; 66, 67: half 1): the tile's row sums of the quantized P.
     constexpr int kORegs = kAccRegs + (Config::kPCodes ? 4 : 0);
     float o[kORegs];
+    // S(n): float32 accumulators, or float16 pairs in the same registers' first half where the item's scores may be
+    // (Config::kF16Scores).
     float s[kSRegs];
+    auto &s16 = reinterpret_cast<uint32_t(&)[kSRegs / 2]>(s);
 #pragma unroll
     for (int e = 0; e < kORegs; ++e)
         o[e] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kSRegs; ++e)
-        s[e] = 0.0f;
     // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile where P is
     // double-buffered (Config::kPDoubleBuffered; p_new is unused elsewhere).
     uint32_t p_run[kPRegs], p_new[kPRegs];
@@ -393,7 +396,20 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // left the other lanes' reads unordered, which compute-sanitizer racecheck flagged in a two-stage kernel.)
     auto release = [&](uint64_t *empty) { ptx::mbarrier_arrive(empty); };
 
-    // S(n) = Q K(n)^T into s.
+    // S(n) = Q K(n)^T into s (issue_qk), or into s16 (issue_qk_f16: float16 scores).
+    auto issue_qk_f16 = [&](int stage) {
+        if constexpr (Config::kF16Scores) {
+            const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
+#pragma unroll
+            for (int step = 0; step < kQkSteps; ++step) {
+                if constexpr (Config::kQInRegisters)
+                    ptx::wgmma_m64n192k32_f16_e4m3_rs(s16, q_frag[step], k_desc(k_stage_desc, step), step > 0);
+                else
+                    ptx::wgmma_m64n192k32_f16_e4m3_ss(s16, q_desc(step), k_desc(k_stage_desc, step), step > 0);
+            }
+            ptx::wgmma_commit_group();
+        }
+    };
     auto issue_qk = [&](int stage) {
         const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
 #pragma unroll
@@ -415,6 +431,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // fragments) where P is double-buffered, else the values P is packed from (pack_p) in place in s: bf16 and
     // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
     // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
+    // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
+    auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
+        if constexpr (Config::kF16Scores) {
+            const int n_block = range.end - 1 - it;
+            if (n_block >= range.mask_from)
+                apply_mask_f16x2(s16, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal,
+                                 causal_offset);
+            float thread_max[2], max_used[2], tile_max[2];
+            thread_max_f16x2(s16, thread_max);
+            online_max.update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
+            encode_f16x2<Input::kPOffsetLog2>(s16, scale_log2, tile_max, max_used);
+        }
+    };
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
@@ -450,6 +479,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
     // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
     // P converted; e4m3 codes (not double-buffered) from their prepared values.
+    auto pack_p_f16 = [&](uint32_t (&p)[kPRegs]) {
+        if constexpr (Config::kF16Scores) {
+#pragma unroll
+            for (int step = 0; step < kPvSteps; ++step)
+                pack_codes_f16x2(s16, step, p);
+        }
+    };
     auto pack_p = [&](uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
@@ -501,9 +537,38 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             o[e] *= factor[acc_half(e)];
     };
 
+    // Float16 scores (Config::kF16Scores): whether every q code of this warpgroup's 64 rows lies within
+    // kF16ScoresQCodeMax, so that no partial sum of S can pass float16's range; the warpgroup agrees by bar.red.or.
+    // Byte-wise: bit 7 of (code & 0x7f) + (0x7f - max) is set where the magnitude exceeds max (no carries).
+    auto q_codes_fit_f16 = [&]() {
+        constexpr uint32_t kAdd = (0x7fu - Config::kF16ScoresQCodeMax) * 0x01010101u;
+        constexpr uint32_t kWarpgroupBytes = Config::kRowsPerWarpgroup * Config::kSwizzleQk;  // per chunk
+        static_assert(kWarpgroupBytes % (16 * 128) == 0, "16 bytes per thread and load");
+        uint32_t over = 0;
+#pragma unroll
+        for (int c = 0; c < Config::kQkChunks; ++c) {
+            const uint32_t rows = ptx::smem_addr(ss.q) + c * Config::kBlockM * Config::kSwizzleQk +
+                                  consumer_index * kWarpgroupBytes;
+#pragma unroll
+            for (uint32_t offset = 16 * thread; offset < kWarpgroupBytes; offset += 16 * 128) {
+                uint32_t word[4];
+                ptx::ld_shared_v4(rows + offset, word);
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    over |= ((word[i] & 0x7f7f7f7fu) + kAdd) & 0x80808080u;
+            }
+        }
+        const uint32_t vote = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Vote
+                                                                        : NamedBarrier::kConsumer1Vote);
+        return !ptx::bar_red_or(vote, 128, over != 0);
+    };
+
     if (consumer_index == 1)
         pass_turn();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
+    bool f16_scores = false;
+    if constexpr (Config::kF16Scores)
+        f16_scores = q_codes_fit_f16();
     load_q_fragments();
     if constexpr (Config::kQInRegisters)
         release(&ss.q_empty);  // Q is in registers: the next item's may come
@@ -511,6 +576,24 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
     int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
+    // Every KV tile but the last P.V, with S in s (f16: std::false_type) or in s16 (std::true_type).
+    auto run_tiles = [&](auto f16) {
+    // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
+    if constexpr (decltype(f16)::value) {
+#pragma unroll
+        for (int j = 0; j < kSRegs / 2; ++j)
+            s16[j] = 0u;
+    } else {
+#pragma unroll
+        for (int e = 0; e < kSRegs; ++e)
+            s[e] = 0.0f;
+    }
+    auto fence_scores = [&]() {
+        if constexpr (decltype(f16)::value)
+            ptx::fence_registers(s16);
+        else
+            ptx::fence_registers(s);
+    };
     {  // iteration 0: no P.V yet
         const int stage = rings.kv.stage, vt = rings.vt().stage;
         const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
@@ -519,15 +602,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
         ptx::wgmma_fence();
-        issue_qk(stage);
+        if constexpr (decltype(f16)::value)
+            issue_qk_f16(stage);
+        else
+            issue_qk(stage);
         pass_turn();
         ptx::wgmma_wait_group<0>();
-        ptx::fence_registers(s);
+        fence_scores();
         release(&ss.k_empty[stage]);
         float rescale[2];  // O is still zero
-        softmax_step(0, scale_log2, rescale, p_run);
+        if constexpr (decltype(f16)::value)
+            softmax_step_f16(0, scale_log2, rescale);
+        else
+            softmax_step(0, scale_log2, rescale, p_run);
         wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
-        if constexpr (!Config::kPDoubleBuffered)
+        if constexpr (decltype(f16)::value)
+            pack_p_f16(p_run);
+        else if constexpr (!Config::kPDoubleBuffered)
             pack_p(p_run);
     }
     // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
@@ -537,7 +628,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const float scale_log2 = tile_scale_log2(stage);
         take_turn();
         ptx::wgmma_fence();
-        issue_qk(stage);
+        if constexpr (decltype(f16)::value)
+            issue_qk_f16(stage);
+        else
+            issue_qk(stage);
         const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
         rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
         o_exponent = v_exponent;
@@ -547,10 +641,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         pass_turn();
 
         ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
-        ptx::fence_registers(s);
+        fence_scores();
         release(&ss.k_empty[stage]);
         float rescale[2];
-        softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
+        if constexpr (decltype(f16)::value)
+            softmax_step_f16(it, scale_log2, rescale);
+        else
+            softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
         // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
         // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
         // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
@@ -562,7 +659,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         add_tile_sums(rescale);
         pending_rescale[0] = rescale[0];
         pending_rescale[1] = rescale[1];
-        if constexpr (!Config::kPDoubleBuffered)
+        if constexpr (decltype(f16)::value)
+            pack_p_f16(p_run);  // P(n-1) V(n-1) is done with it
+        else if constexpr (!Config::kPDoubleBuffered)
             pack_p(p_run);  // P(n-1) V(n-1) is done with it
     };
     for (int it = 1; it < range.end; ++it) {
@@ -578,6 +677,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             for (int r = 0; r < kPRegs; ++r)
                 p_run[r] = p_new[r];
         }
+    }
+    };
+    if constexpr (Config::kF16Scores) {
+        if (f16_scores)
+            run_tiles(std::true_type{});
+        else
+            run_tiles(std::false_type{});
+    } else {
+        run_tiles(std::false_type{});
     }
     if constexpr (!Config::kQInRegisters)
         release(&ss.q_empty);  // the last S = Q K^T is done

@@ -26,10 +26,11 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
 }
 
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128>
+          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
-    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys>;
+    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores>;
     static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
     const CUtensorMapDataType type =
         Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -132,37 +133,46 @@ static_assert(kFp8BlockTokensMultiple<128, 128> == 128 && kFp8BlockTokensMultipl
 
 constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
 constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
+constexpr flashprefill_scores kF32S = FLASHPREFILL_SCORES_DEFAULT;
+constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 
 }  // namespace
 }  // namespace fp
 
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
 // or float16 probabilities. fp8 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales whose
-// blocks are not a multiple of 384 tokens take the 128-key kernels.
+// blocks are not a multiple of 384 tokens take the 128-key kernels. Float16 scores (FLASHPREFILL_SCORES_FP16) have
+// kernels of their own at 192 keys, which fall back to float32 scores per group of 64 query rows.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
     {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
+    {"hopper_fwd_fp8_hd128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF16S, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192, fp::kF16S>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
     {"hopper_fwd_fp8_hd128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kFp16P>},
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
+    {"hopper_fwd_fp8_qk192_v128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF16S, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192, fp::kF16S>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::check_items,
+     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::kF32S, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kFp16P>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

@@ -152,6 +152,18 @@ __device__ __forceinline__ void bar_arrive(uint32_t id, uint32_t threads)
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// barrier.cta.red.or.pred id, threads: bar.sync that also returns whether any of the `threads` threads passed true.
+__device__ __forceinline__ bool bar_red_or(uint32_t id, uint32_t threads, bool value)
+{
+    uint32_t any;
+    asm volatile("{\n.reg .pred in, out;\nsetp.ne.u32 in, %1, 0;\n"
+                 "barrier.cta.red.or.pred out, %2, %3, in;\nselp.u32 %0, 1, 0, out;\n}\n"
+                 : "=r"(any)
+                 : "r"(static_cast<uint32_t>(value)), "r"(id), "r"(threads)
+                 : "memory");
+    return any != 0;
+}
+
 // ---- register reallocation (9.7.18.5) --------------------------------------------------------------------
 
 // setmaxnreg.inc / .dec: move this warpgroup's per-thread register budget to N (a multiple of 8, 24..256).
@@ -350,6 +362,35 @@ __device__ __forceinline__ void wgmma_m64n192k32_f32_e4m3_ss(float (&d)[96], uin
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// The 48 f16x2 accumulators of an m64n192 float16 tile (two neighbouring columns of a row in each, the pairs of the
+// float32 layout) as asm operands %0..%47.
+#define FP_WGMMA_D48_F16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+
+// wgmma.mma_async m64n192k32 f16 += e4m3 * e4m3, A from registers (4 x e4m3x4), B K-major in shared memory (S = Q K^T
+// with float16 scores). scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n192k32_f16_e4m3_rs(uint32_t (&d)[48], const uint32_t (&a)[4], uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f16.e4m3.e4m3 " FP_WGMMA_D48_F16
+                 ", {%48, %49, %50, %51}, %52, p, 1, 1;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+// wgmma.mma_async m64n192k32 f16 += e4m3 * e4m3, A and B K-major in shared memory. scale_d = 0 overwrites.
+__device__ __forceinline__ void wgmma_m64n192k32_f16_e4m3_ss(uint32_t (&d)[48], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k32.f16.e4m3.e4m3 " FP_WGMMA_D48_F16
+                 ", %48, %49, p, 1, 1;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+#undef FP_WGMMA_D48_F16
+
 #undef FP_WGMMA_R64
 #undef FP_WGMMA_D64
 #undef FP_WGMMA_D68
@@ -407,6 +448,54 @@ __device__ __forceinline__ uint32_t cvt_rn_relu_f16x2_f32(float lo, float hi)
 {
     uint32_t r;
     asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// max.f16x2 (9.7.4.8): the larger of each half (ptxas merges chains of them into three-input VHMNMX).
+__device__ __forceinline__ uint32_t max_f16x2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// fma.rn.relu.f16x2 (9.7.4.4): a * b + c per half, rounded once to float16, negative results as 0.
+__device__ __forceinline__ uint32_t fma_rn_relu_f16x2(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t r;
+    asm("fma.rn.relu.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+// add.rn.f16x2 (9.7.4.1): a + b per half, rounded to float16.
+__device__ __forceinline__ uint32_t add_rn_f16x2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// mul.rn.f16x2 (9.7.4.3): a * b per half, rounded to float16.
+__device__ __forceinline__ uint32_t mul_rn_f16x2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// cvt.f32.f16 of the low half (exact).
+__device__ __forceinline__ float cvt_f32_f16_lo(uint32_t a)
+{
+    float r;
+    asm("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 %0, lo;\n}\n" : "=f"(r) : "r"(a));
+    return r;
+}
+
+// cvt.rn.f16x2.f32 of x into both halves.
+__device__ __forceinline__ uint32_t cvt_rn_f16x2_splat(float x)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(x));
     return r;
 }
 

@@ -30,6 +30,20 @@ __device__ __forceinline__ float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Per half: the last visible column of the tile starting at key0, minus the lane's own offset 2 (lane % 4), so that
+// element e is masked where acc_col(e, 0) > last_col[acc_half(e)].
+__device__ __forceinline__ void mask_limits(uint32_t lane, int query_half0, int key0, int seqlen_k, bool causal,
+                                            int causal_offset, int (&last_col)[2])
+{
+    const int key_base = key0 + acc_col(0, lane);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        last_col[h] = seqlen_k - 1 - key_base;
+        if (causal)
+            last_col[h] = min(last_col[h], query_half0 + 8 * h + causal_offset - key_base);
+    }
+}
+
 // Sets s to -inf where key `key0 + col` may not be seen by the thread's query of that half: past seqlen_k, or, when
 // causal, past the bottom-right-aligned diagonal (key <= query + causal_offset). Element e's column is 2 (lane % 4)
 // plus a constant of e, so both conditions fold into one limit per half, and each element costs one compare with
@@ -38,14 +52,8 @@ template <int kRegs>
 __device__ __forceinline__ void apply_mask(float (&s)[kRegs], uint32_t lane, int query_half0, int key0,
                                            int seqlen_k, bool causal, int causal_offset)
 {
-    const int key_base = key0 + acc_col(0, lane);
-    int last_col[2];  // the last visible column minus the lane's own offset, per half
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        last_col[h] = seqlen_k - 1 - key_base;
-        if (causal)
-            last_col[h] = min(last_col[h], query_half0 + 8 * h + causal_offset - key_base);
-    }
+    int last_col[2];
+    mask_limits(lane, query_half0, key0, seqlen_k, causal, causal_offset, last_col);
 #pragma unroll
     for (int e = 0; e < kRegs; ++e)
         if (acc_col(e, 0) > last_col[acc_half(e)])
@@ -73,10 +81,24 @@ struct OnlineMax {
 #pragma unroll
         for (int e = 0; e < kRegs; ++e)
             part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
+        float thread_max[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            thread_max[h] = fmaxf(fmaxf(part_max[h][0], part_max[h][1]), fmaxf(part_max[h][2], part_max[h][3]));
+        float tile_max[2];
+        update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
+    }
+
+    // The same from this thread's max of each of its two rows over the tile (float16 scores take it so); also gives
+    // the rows' raw max over the tile.
+    __device__ __forceinline__ void update_from_thread_max(const float (&thread_max)[2], float scale_log2,
+                                                           float (&rescale)[2], float (&max_used)[2],
+                                                           float (&tile_max)[2])
+    {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float tile_max = fmaxf(fmaxf(part_max[h][0], part_max[h][1]), fmaxf(part_max[h][2], part_max[h][3]));
-            const float new_max = fmaxf(row_max[h], quad_max(tile_max) * scale_log2);
+            tile_max[h] = quad_max(thread_max[h]);
+            const float new_max = fmaxf(row_max[h], tile_max[h] * scale_log2);
             max_used[h] = new_max == -INFINITY ? 0.0f : new_max;
             rescale[h] = ptx::ex2_approx_ftz(row_max[h] - max_used[h]);
             row_max[h] = new_max;

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 2
+#define FLASHPREFILL_VERSION_MINOR 3
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -64,6 +64,17 @@ typedef enum flashprefill_probabilities {
                                                the inputs' e4m3 rounding */
 } flashprefill_probabilities;
 
+/* How S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities; bf16 inputs take DEFAULT only). */
+typedef enum flashprefill_scores {
+    FLASHPREFILL_SCORES_DEFAULT = 0, /* float32 */
+    FLASHPREFILL_SCORES_FP16 = 1,    /* float16 wherever it cannot overflow: for every group of 64 query rows
+                                        whose q codes all lie within +-1.125 (dim_qk 128) or +-0.75 (dim_qk
+                                        192), float32 elsewhere. Faster (the row max and the probability codes
+                                        on packed halves); a score carries up to 2^-11 of its magnitude in
+                                        error, so the error grows with the range of the scores. Needs KV
+                                        descales NONE, PER_TENSOR, PER_HEAD or PER_BLOCK of a multiple of 384 */
+} flashprefill_scores;
+
 typedef struct flashprefill_params {
     /* Tensors: device pointers, 16-byte aligned. */
     const void *q;   /* (batch, seqlen_q, heads_q, dim_qk), in_dtype */
@@ -96,6 +107,7 @@ typedef struct flashprefill_params {
     float softmax_scale;           /* finite and > 0; usually 1 / sqrt(dim_qk) */
     flashprefill_descale q_descale, k_descale, v_descale; /* fp8 only; kind NONE for bf16 */
     flashprefill_probabilities probabilities;             /* DEFAULT (0) unless asked for */
+    flashprefill_scores scores;                           /* DEFAULT (0) unless asked for */
 } flashprefill_params;
 
 /* flashprefill_quantize: float q, k or v to e4m3 codes with one power-of-two descale per block of tokens

@@ -59,7 +59,7 @@ static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale 
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
     return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
-           e->dim_v == p->dim_v && e->probabilities == p->probabilities && accepts_descale(e, &p->q_descale) &&
+           e->dim_v == p->dim_v && e->probabilities == p->probabilities && e->scores == p->scores && accepts_descale(e, &p->q_descale) &&
            accepts_descale(e, &p->k_descale) && accepts_descale(e, &p->v_descale);
 }
 
@@ -85,10 +85,11 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
     if (!refused_by_check)
         fp_fail(*status,
                 "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v %d/%d/%d, "
-                "probabilities %s (%d kernels built)",
+                "probabilities %s, scores %s (%d kernels built)",
                 dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
                 (int)p->k_descale.kind, (int)p->v_descale.kind,
-                p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 ? "FP16" : "DEFAULT", fp_backend_kernel_count);
+                p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 ? "FP16" : "DEFAULT",
+                p->scores == FLASHPREFILL_SCORES_FP16 ? "FP16" : "DEFAULT", fp_backend_kernel_count);
     return NULL;
 }
 

@@ -30,6 +30,7 @@ typedef struct fp_kernel_entry {
     uint32_t descale_kinds;      /* FP_DESCALE_BIT() of each kind accepted (q, k and v alike) */
     int32_t block_tokens_multiple; /* PER_BLOCK: block_tokens must be a multiple of this (its KV tile) */
     flashprefill_probabilities probabilities; /* the one it computes */
+    flashprefill_scores scores;    /* the one it was asked for: FP16 kernels fall back to float32 per row group */
     fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;
 } fp_kernel_entry;

@@ -65,6 +65,18 @@ def test_probabilities():
             fp.supports(*arrays("float8_e4m3fn"), probabilities=bad)
 
 
+def test_scores():
+    """fp8 takes "fp32" or "fp16"; bf16 only "fp32" (the library's error), fp16 scores only beside e4m3 probabilities
+    and the 192-key kernels (NOT_SUPPORTED otherwise); anything else is Python's."""
+    assert fp.supports(*arrays("float8_e4m3fn"), scores="fp16") in (True, False)
+    with pytest.raises(fp.Error, match="scores FP16 is an fp8 option") as info:
+        fp.supports(*arrays(), scores="fp16")
+    assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
+    for bad in ("f16", "FP16", None, 1):
+        with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32'\]"):
+            fp.supports(*arrays("float8_e4m3fn"), scores=bad)
+
+
 @pytest.mark.parametrize("q, k, v, error", [
     ((2, 200, 8), (2, 256, 2, 128), (2, 256, 2, 128), "q must be 4-d"),
     ((2, 200, 8, 128), (2, 255, 2, 128), (2, 256, 2, 128), "shapes do not match"),

@@ -291,6 +291,31 @@ def test_expfree_f16_encoder_rounds_ties_to_even():
     assert codes.ravel().tolist() == [40, 42]
 
 
+def test_expfree_f16_scores_encoder(rng_seed):
+    """The float16-scores encoder (Hopper's scores="fp16"): within one step of the float32 encoder's codes, and equal
+    to them but where the float16 constants or the roundings move a code across a rounding boundary; masked scores
+    and codes below 0 give 0; the row max gives 120; scores that are not float16 values are refused."""
+    rng, seed = rng_seed
+    s = (rng.standard_normal((64, 192)) * 300).astype(np.float16).astype(np.float32)
+    s[:, -1] = -np.inf
+    scale_log2 = float(np.float32(rng.uniform(0.005, 0.05)))
+    row_max = (s.max(axis=1) * np.float32(scale_log2)).astype(np.float32)
+    codes16 = fp8.expfree_codes(s, scale_log2, row_max, encoder="f16-scores").astype(np.int64)
+    codes32 = fp8.expfree_codes(s, scale_log2, row_max, encoder="f16").astype(np.int64)
+    assert np.abs(codes16 - codes32).max() <= 1, f"seed={seed}"
+    assert (codes16 == codes32).mean() > 0.9, f"seed={seed}: {(codes16 == codes32).mean():.3f} of codes agree"
+    assert (codes16.max(axis=1) == 120).all() and (codes16[:, -1] == 0).all(), f"seed={seed}"
+    with pytest.raises(ValueError, match="float16 values"):
+        fp8.expfree_codes(np.float32([[1.0 + 2.0**-12]]), scale_log2, np.float32([0.0]), encoder="f16-scores")
+
+
+def test_expfree_f16_scores_rounds_ties_to_even():
+    """1024 + y rounds to the even integer: y = 40.5 and 41.5 (exact float16 values) give 40 and 42."""
+    t = np.float32([[-(120 - 40.5) / 8, -(120 - 41.5) / 8]])  # with c = 0, offset 8: b = 8 t + 120, exact
+    codes = fp8.expfree_codes(t, 1.0, np.float32([0.0]), c=0.0, encoder="f16-scores")
+    assert codes.ravel().tolist() == [40, 42]
+
+
 def test_subnormal_rules_measured(rng_seed):
     """Relative L2 of P·V / rowsum(P) against exact softmax per row, for both subnormal rules, on row shapes from
     N(0, σ) scores to attention sinks over many tiny probabilities. "linear" is the default: no extra

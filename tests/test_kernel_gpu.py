@@ -214,6 +214,158 @@ def test_fp8_fp16_probabilities(shape, causal, descales, dims):
     assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
 
 
+# Float16 scores (scores="fp16"): q's codes shrunk by a power of two into flashprefill.h's bound (+-1.125 at dim_qk
+# 128, +-0.75 at 192: 448 / 2^9 and 448 / 2^10), its descale grown alike, so that every 64-row group takes them.
+F16_SCORES_Q_SHIFT = {128: 9, 192: 10}
+F16_SCORES_DESCALES = ["per_tensor", "per_head", "per_block384"]  # the kernels with 192-key tiles
+
+
+def _per_element_scale(descale, shape, heads_kv):
+    """The factor each code of a (batch, seq, heads, dim) tensor stands for, broadcastable to it (float64)."""
+    batch, seq, heads, _ = shape
+    if isinstance(descale, fp.BlockScales):
+        scale = torch.exp2(descale.exponents.double()).repeat_interleave(descale.block_tokens, 2)[:, :, :seq]
+        return scale.permute(0, 2, 1)[..., None]
+    if descale.dim() == 0:
+        return descale.double()
+    return descale.double().repeat_interleave(heads // heads_kv, 1)[:, None, :, None]
+
+
+def _small_q(problem, dims, heads_kv):
+    """problem (as _fp8_problem) with q's codes shrunk into float16 scores' bound; returns the new (codes, descale,
+    dequantized) of q, whose codes are the old ones rounded again by e4m3 (the subnormals lose bits)."""
+    (q8, qd, _), k, v = problem
+    shift = F16_SCORES_Q_SHIFT[dims[0]]
+    small = (q8.float() / 2**shift).to(torch.float8_e4m3fn)
+    qd = fp.BlockScales(qd.exponents + shift, qd.block_tokens) if isinstance(qd, fp.BlockScales) else qd * 2**shift
+    return (small, qd, small.double() * _per_element_scale(qd, small.shape, heads_kv)), k, v
+
+
+def _f16_scores_floor(q8, q_scale, k8, k_scale, v, causal):
+    """_p_rounding_floor with the scores first rounded to float16 where the kernel holds them: as raw sums of code
+    products (exact in float64, within float16's range by the bound), times the codes' scales."""
+    rep = q8.shape[2] // k8.shape[2]
+    k8, v = k8.double().repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
+    raw = torch.einsum("bqhd,bkhd->bhqk", q8.double(), k8).half().double()
+    q_scale = torch.as_tensor(q_scale).expand(q8.shape[0], q8.shape[1], q8.shape[2], 1)
+    k_scale = torch.as_tensor(k_scale).expand(k8.shape[0], k8.shape[1], k8.shape[2] // rep, 1)
+    k_scale = k_scale.repeat_interleave(rep, 2)
+    s = raw * q_scale.permute(0, 2, 1, 3) * k_scale.permute(0, 2, 3, 1) / math.sqrt(q8.shape[-1])
+    if causal:
+        sq, sk = q8.shape[1], k8.shape[1]
+        s.masked_fill_(torch.ones(sq, sk, dtype=torch.bool, device="cuda").triu(sk - sq + 1), float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True)) * 256
+    p8 = p.float().to(torch.float8_e4m3fn).double()
+    return torch.einsum("bhqk,bkhd->bqhd", p8, v) / p.sum(-1)[..., None].transpose(1, 2)
+
+
+def _expand_factor(descale, batch, heads_kv):
+    return descale.reshape(1, 1).expand(batch, heads_kv).contiguous() if descale.dim() == 0 else descale
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("descales", F16_SCORES_DESCALES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fp8_float16_scores(shape, causal, descales, dims):
+    """scores="fp16" on q codes within the bound: against float64 attention on the dequantized inputs, within 1.5x
+    the floor of rounding the scores to float16, P to e4m3 and the output to bf16, and within 1.5x FA3's fp8 error
+    on the same codes (factor descales)."""
+    seed = _seed()
+    heads_kv = shape[4]
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _small_q(_fp8_problem(shape, dims, descales, seed), dims, heads_kv)
+    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    floor = _rel_l2(_f16_scores_floor(q8, _per_element_scale(qd, q8.shape, heads_kv), k8,
+                                      _per_element_scale(kd, k8.shape, heads_kv), vx, causal).to(torch.bfloat16), ref)
+    report = reference.error_report(out.float().cpu().numpy(), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {report}; float16-score, P and output rounding floor {floor:.3e}"
+    fa3 = _fa3()
+    if fa3 is not None and not descales.startswith("per_block"):
+        try:
+            factors = {f"{name}_descale": _expand_factor(d, shape[0], heads_kv)
+                       for name, d in (("q", qd), ("k", kd), ("v", vd))}
+            peer = fa3(q8, k8, v8, causal=causal, **factors)
+        except RuntimeError as e:
+            assert dims != (128, 128), f"FA3 refused hd128: {e}"
+            return
+        peer = peer[0] if isinstance(peer, tuple) else peer
+        peer_err = _rel_l2(peer, ref)
+        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+def test_float16_scores_take_effect_per_row_group(dims):
+    """scores="fp16" runs float16 scores exactly where q's codes allow, per warpgroup of 64 query rows: on small
+    codes the output differs from scores="fp32"'s (the float16 path ran) and repeats bit for bit; on FA3-style codes
+    (up to 448) it equals scores="fp32"'s bit for bit (every group fell back); with one large code in rows 64-127 of
+    head 0, those rows equal the float32 output and rows 0-63 the float16 one."""
+    seed = _seed()
+    shape, heads_kv = (1, 256, 256, 4, 1), 1
+    problem = _fp8_problem(shape, dims, "per_head", seed)
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
+    (small, small_d, _), _, _ = _small_q(problem, dims, heads_kv)
+    run = lambda q, d, scores: fp.attention(q, k8, v8, q_descale=d, k_descale=kd, v_descale=vd, scores=scores)
+    small16, small16_again = run(small, small_d, "fp16"), run(small, small_d, "fp16")
+    small32 = run(small, small_d, "fp32")
+    large16, large32 = run(q8, qd, "fp16"), run(q8, qd, "fp32")
+    mixed = small.clone()
+    mixed[0, 100, 0, 3] = torch.tensor(64.0).to(torch.float8_e4m3fn)  # beyond the bound: group 1 of tile 0, head 0
+    mixed16, mixed32 = run(mixed, small_d, "fp16"), run(mixed, small_d, "fp32")
+    torch.cuda.synchronize()
+    assert torch.isfinite(small16).all() and torch.isfinite(mixed16).all(), f"seed {seed}: non-finite output"
+    assert not torch.equal(small16, small32), f"seed {seed}: float16 scores did not change the output"
+    assert torch.equal(small16, small16_again), f"seed {seed}: repeated calls differ"
+    assert torch.equal(large16, large32), f"seed {seed}: codes beyond the bound must take float32 scores"
+    assert torch.equal(mixed16[:, 64:128, 0], mixed32[:, 64:128, 0]), f"seed {seed}: the group with a large code"
+    assert torch.equal(mixed16[:, :64, 0], small16[:, :64, 0]), f"seed {seed}: a group of small codes"
+    assert not torch.equal(mixed16[:, :64, 0], mixed32[:, :64, 0]), f"seed {seed}: group 0 fell back"
+
+
+@pytest.mark.parametrize("shift", [16, -12], ids=["scores_x2^32", "scores_x2^-24"])
+def test_fp8_float16_scores_extreme_scales(shift):
+    """Descales far from 1 move the scores' row max beyond 256 (log2 units) or the float16 multiplier out of
+    float16's normal range: the kernel then takes the exact form of the codes (cuda/f16_scores.cuh). Within 1.5x
+    the float16-score floor, finite."""
+    seed = _seed()
+    shape, dims, heads_kv = (1, 300, 300, 4, 2), (128, 128), 2
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _small_q(_fp8_problem(shape, dims, "per_head", seed), dims, heads_kv)
+    qd, kd = qd * 2.0**shift, kd * 2.0**shift
+    qx, kx = qx * 2.0**shift, kx * 2.0**shift
+    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=True)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    fp.attention(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    floor = _rel_l2(_f16_scores_floor(q8, _per_element_scale(qd, q8.shape, heads_kv), k8,
+                                      _per_element_scale(kd, k8.shape, heads_kv), vx, True).to(torch.bfloat16), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; " \
+                               f"floor {floor:.3e}"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fp8_float16_scores_codes_bit_exact(causal):
+    """scores="fp16": the kernel's e4m3 probability codes equal fp8.expfree_codes(encoder="f16-scores")'s bit for
+    bit, on one KV tile of the problem in probability_codes.py with q's magnitudes within the bound (1.125) and a
+    softmax scale of 4, so that the scores still span every code."""
+    seed, seq, heads = _seed(), 128, 4
+    q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads, q_max=1.125)
+    softmax_scale = 4.0
+    q8, k8, v8 = (torch.from_numpy(c).cuda().view(torch.float8_e4m3fn) for c in (q_codes, k_codes, v_codes))
+    out = _poisoned(1, seq, heads, 128)
+    fp.attention(q8, k8, v8, causal=causal, softmax_scale=softmax_scale, out=out, scores="fp16")
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
+    scale_log2 = float(np.float32(softmax_scale) * np.float32(fp8.LOG2_E))
+    probability_codes.check(out.float().cpu().numpy(), q_codes, k_codes, causal, scale_log2, seed,
+                            encoder="f16-scores")
+
+
 def _sampled_reference(q, k, v, rows, round_p=None):
     """Causal float64 attention (on the GPU) of the query rows `rows` only; q, k, v float64 (1, seq, heads,
     dim). round_p: a dtype to round P to at 2^8 times the row max, and the output to bf16: the fp8 kernels'

@@ -14,20 +14,24 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
-# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys> in each kernel's name; "fp8-p16": fp8
-# with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys.
+# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys, scores> in each kernel's name; "fp8-p16":
+# fp8 with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys; "fp8-f16s": the same with float16
+# scores (and the float32 path for the row groups whose q codes rule them out).
 KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
-           for kind, dtype, p, keys in (("bf16", 1, 0, 128), ("fp8", 2, 0, 128), ("fp8-p16", 2, 1, 128))
+                              f"L19flashprefill_scores{scores}E"
+           for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 0), ("fp8", 2, 0, 128, 0),
+                                                ("fp8-p16", 2, 1, 128, 0), ("fp8-kv192", 2, 0, 192, 0),
+                                                ("fp8-f16s", 2, 0, 192, 1))
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
-KERNELS.update({f"fp8-kv192 {shape}": f"flashprefill_dtype2ELi{dim_qk}ELi128EL26flashprefill_probabilities0ELi192E"
-                for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))})
 # The wgmma each kernel must use: S = Q K^T, then P.V; e4m3 codes' row sums by P times ones, at 128 keys a wgmma
 # of their own (m64n8), at 192 keys within P.V (m64n136: V^T and 8 rows of ones), and not both.
 MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
        "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3", "QGMMA.64x8x32.F32.E4M3.E4M3"],
        "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
-       "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"]}
-NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"], "fp8-kv192": ["QGMMA.64x8x32"]}
+       "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"],
+       "fp8-f16s": ["QGMMA.64x192x32.F16.E4M3.E4M3", "QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"]}
+NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"],
+           "fp8-kv192": ["QGMMA.64x8x32", ".F16.E4M3"], "fp8-f16s": ["QGMMA.64x8x32"]}
 
 
 def _cuobjdump():
@@ -120,11 +124,12 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
     assert not races, f"{dtype}: {len(races)} writes to in-flight A registers, e.g. {races[:2]}"
 
 
-# The softmax's signature instructions and how many of them one 64-row tile needs per thread: fp8 converts 64
-# code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64 scores (MUFU.EX2); fp8 at 192 keys
-# prepares 96 code values (FFMA; their conversion waits for P's registers).
-SOFTMAX = {"fp8": ("F2FP.RELU.F16.F32.PACK_AB", 32), "bf16": ("MUFU.EX2", 64), "fp8-p16": ("MUFU.EX2", 64),
-           "fp8-kv192": ("FFMA ", 96)}
+# The softmax's signature instructions and how many of them one 64-row tile needs per thread (a window must show
+# one of its kernel's): fp8 converts 64 code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64
+# scores (MUFU.EX2); fp8 at 192 keys prepares 96 code values (FFMA; their conversion waits for P's registers), with
+# float16 scores 48 pairs (HFMA2.RELU) on the float16 path.
+SOFTMAX = {"fp8": [("F2FP.RELU.F16.F32.PACK_AB", 32)], "bf16": [("MUFU.EX2", 64)], "fp8-p16": [("MUFU.EX2", 64)],
+           "fp8-kv192": [("FFMA ", 96)], "fp8-f16s": [("FFMA ", 96), ("HFMA2.RELU", 48)]}
 
 
 @pytest.mark.parametrize("dtype", list(KERNELS))
@@ -133,16 +138,19 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
     flight) and the wait for P(n-1) V(n-1) (wait_group 0), in every such window of the kernel. ptxas has moved
     that wait above the softmax before (bench/NOTES.md v11) and the softmax below it (a loop unrolled by two):
     either way the two no longer overlap, with correct results, so only the machine code shows it."""
-    marker, per_tile = SOFTMAX[dtype.split()[0]]
-    lines = [line.split(";")[0] for line in _kernel(sass, dtype).splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    markers = SOFTMAX[dtype.split()[0]]
+    lines = [line.split(";")[0] for line in _kernel(sass, dtype).splitlines()
+             if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
     windows, inside = [], None
     for line in lines:
         if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
-            inside = 0
+            inside = [0] * len(markers)
         elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
             windows.append(inside)
             inside = None
-        elif inside is not None and marker in line:
-            inside += 1
+        elif inside is not None:
+            for i, (marker, _) in enumerate(markers):
+                inside[i] += marker in line
     assert windows, f"{dtype}: no wait_group 1 ... wait_group 0 window"
-    assert min(windows) >= per_tile, f"{dtype}: softmax instructions ({marker}) between the waits: {windows}"
+    short = [w for w in windows if not any(n >= per_tile for n, (_, per_tile) in zip(w, markers))]
+    assert not short, f"{dtype}: softmax instructions {markers} between the waits: {windows}"

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from flashprefill import _lib
-from flashprefill._params import DescaleKind, DType, Params, Probabilities, Status
+from flashprefill._params import DescaleKind, DType, Params, Probabilities, Scores, Status
 
 INVALID = Status.ERROR_INVALID_ARGUMENT
 NOT_SUPPORTED = Status.ERROR_NOT_SUPPORTED
@@ -163,6 +163,8 @@ CASES = [
      "probabilities = -1 is not a flashprefill_probabilities"),
     ("bf16 probabilities FP16", valid_params, setter(probabilities=Probabilities.FP16), INVALID,
      "probabilities FP16 is an fp8 option"),
+    ("scores=2", fp8_params, setter(scores=2), INVALID, "scores = 2 is not a flashprefill_scores"),
+    ("bf16 scores FP16", valid_params, setter(scores=Scores.FP16), INVALID, "scores FP16 is an fp8 option"),
 ]
 
 
@@ -216,6 +218,28 @@ def test_valid_call(lib, make_params):
 def test_hopper_kernels_exist(lib, make, dims):
     status, message = supports(lib, make(**dict(zip(("dim_qk", "dim_v"), dims))))
     assert status == Status.SUCCESS, f"{status.name}: {message}"
+
+
+# Float16 scores: the kernels with 192-key tiles (descales other than blocks of a multiple of 384 tokens take the
+# 128-key kernels, which have none; nor has float16 P).
+@pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
+@pytest.mark.parametrize("kind, block_tokens, probabilities, status", [
+    (DescaleKind.NONE, 0, Probabilities.DEFAULT, Status.SUCCESS),
+    (DescaleKind.PER_TENSOR, 0, Probabilities.DEFAULT, Status.SUCCESS),
+    (DescaleKind.PER_HEAD, 0, Probabilities.DEFAULT, Status.SUCCESS),
+    (DescaleKind.PER_BLOCK, 384, Probabilities.DEFAULT, Status.SUCCESS),
+    (DescaleKind.PER_BLOCK, 128, Probabilities.DEFAULT, NOT_SUPPORTED),
+    (DescaleKind.PER_HEAD, 0, Probabilities.FP16, NOT_SUPPORTED),
+], ids=["none", "per_tensor", "per_head", "blocks384", "blocks128", "fp16 P"])
+def test_hopper_float16_scores_kernels(lib, dims, kind, block_tokens, probabilities, status):
+    p = with_fields(fp8_params(kind, dim_qk=dims[0], dim_v=dims[1]), probabilities=probabilities, scores=Scores.FP16)
+    if kind == DescaleKind.PER_BLOCK:
+        for name in ("q_descale", "k_descale", "v_descale"):
+            getattr(p, name).block_tokens = block_tokens
+    got, message = supports(lib, p)
+    assert got == status, f"{got.name}: {message}"
+    if status == NOT_SUPPORTED:
+        assert "scores FP16" in message
 
 
 def test_last_error_cleared_after_success(lib):

@@ -13,8 +13,11 @@ import argparse
 import json
 import statistics
 
-# (flashprefill, its peer) pairs of the ratio table; their timings per round, per call and back to back.
-RATIO_PAIRS = (("flashprefill fp8", "FA3 fp8"), ("flashprefill bf16", "FA3 bf16"))
+# (label, flashprefill, its peer on the same inputs) of the ratio table; their timings per round, per call and back
+# to back.
+RATIO_PAIRS = (("fp8", "flashprefill fp8", "FA3 fp8"),
+               ("fp8 fp16 scores", "flashprefill fp8, fp16 scores", "FA3 fp8, same q codes"),
+               ("bf16", "flashprefill bf16", "FA3 bf16"))
 TIMINGS = (("per call", "round_medians_ms"), ("back to back", "back_to_back_rounds_ms"))
 
 
@@ -42,14 +45,14 @@ def markdown(shapes, device, peers=None):
                 cells.append(f"{r[key]:.0f} ±{100 * r[spread]:.0f}%" if key in r else "—")
             lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
         lines.append("")
-    columns = [(ours, peer, timing, key) for ours, peer in RATIO_PAIRS for timing, key in TIMINGS]
+    columns = [(label, ours, peer, timing, key) for label, ours, peer in RATIO_PAIRS for timing, key in TIMINGS]
     lines += [f"Speed ratio to FlashAttention-3 (its time / ours in the same round: median [min, max] over rounds), "
               f"{device}", "",
-              "| shape | " + " | ".join(f"{ours.split()[-1]} {timing}" for ours, _, timing, _ in columns) + " |",
+              "| shape | " + " | ".join(f"{label} {timing}" for label, _, _, timing, _ in columns) + " |",
               "|---" * (len(columns) + 1) + "|"]
     for shape in shapes:
         cells = []
-        for ours, peer, _, key in columns:
+        for _, ours, peer, _, key in columns:
             r = paired_ratio(shape["results"], ours, peer, key)
             cells.append("—" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]")
         lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")

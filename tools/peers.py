@@ -1,7 +1,7 @@
 """The attention implementations the benchmark runs side by side, each as `setup(inputs) -> run()`.
 
 inputs: dict of torch CUDA tensors in (batch, seq, heads, dim) layout: q, k, v (bf16) and q8, k8, v8 (fp8 e4m3)
-with FA3-style descales qd, kd, vd (float32, (batch, heads_kv)). run() returns the output (SDPA's in its own
+with FA3-style descales qd, kd, vd (float32, (batch, heads_kv)); q8s, qds: q's codes within float16 scores' bound. run() returns the output (SDPA's in its own
 (batch, heads, seq, dim) layout; cuDNN fp8's as uint8 e4m3 codes). Every setup raises PeerUnavailable with the
 reason when its library is missing or refuses the shape, so the benchmark reports it instead of failing.
 """
@@ -45,6 +45,15 @@ def ours_fp8_fp16_p(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
+def ours_fp8_f16_scores(x):
+    """scores="fp16" on q's codes shrunk into its bound (q8s, qds: tools/bench.py), k and v as for fp8."""
+    out = _out(x)
+    kw = dict(q_descale=x["qds"], k_descale=x["kd"], v_descale=x["vd"], scores="fp16")
+    if not fp.supports(x["q8s"], x["k8"], x["v8"], **kw):
+        raise PeerUnavailable("flashprefill has no fp8 kernel with float16 scores for this shape")
+    return lambda: fp.attention(x["q8s"], x["k8"], x["v8"], causal=True, out=out, **kw)
+
+
 def ours_fp8_blocks(x, block=128):
     """The same inputs quantized with per-block power-of-two scales (`block` tokens x head dim, quantize_fp8)."""
     out = _out(x)
@@ -86,6 +95,13 @@ def fa3_bf16(x):
 def fa3_fp8(x):
     f = _fa3()
     return lambda: f(x["q8"], x["k8"], x["v8"], causal=True, q_descale=x["qd"], k_descale=x["kd"],
+                     v_descale=x["vd"])
+
+
+def fa3_fp8_small_q(x):
+    """FA3 fp8 on the codes of ours_fp8_f16_scores."""
+    f = _fa3()
+    return lambda: f(x["q8s"], x["k8"], x["v8"], causal=True, q_descale=x["qds"], k_descale=x["kd"],
                      v_descale=x["vd"])
 
 
@@ -177,6 +193,8 @@ PEERS = {
     "flashprefill fp8, fp16 P": ("fp8", ours_fp8_fp16_p),
     "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),
     "FA3 fp8": ("fp8", fa3_fp8),
+    "flashprefill fp8, fp16 scores": ("fp8", ours_fp8_f16_scores),
+    "FA3 fp8, same q codes": ("fp8", fa3_fp8_small_q),
     "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),
     "flashprefill bf16": ("bf16", ours_bf16),
     "FA3 bf16": ("bf16", fa3_bf16),

@@ -52,9 +52,13 @@ def summarize(samples, ms_per_call):
             "mj_per_call": watts * ms_per_call, "reasons": reason_names(bits), "samples": len(samples)}
 
 
+# FA3 on the same inputs where the peer's own name does not say which ("FA3 <last word>" otherwise).
+SAME_INPUTS_PEER = {"flashprefill fp8, fp16 scores": "FA3 fp8, same q codes"}
+
+
 def markdown(results, device, power_limit_w):
     """One table row per (shape, peer): time, power, clock, energy; the time and energy ratios to FA3 of the same
-    dtype where both ran."""
+    dtype (on the same inputs) where both ran."""
     lines = [f"Sustained runs on {device} (power limit {power_limit_w:.0f} W): each peer back to back for the "
              "measuring window, nvidia-smi sampling every 50 ms; medians over the rounds.", "",
              "| shape | peer | ms/call | W | SM MHz | mJ/call | FA3 time / ours | FA3 energy / ours | clock-event reasons |",
@@ -62,8 +66,7 @@ def markdown(results, device, power_limit_w):
     for shape, rows in results.items():
         for peer, r in rows.items():
             ratio_t = ratio_e = "—"
-            dtype = peer.split()[-1]
-            fa3 = rows.get(f"FA3 {dtype}")
+            fa3 = rows.get(SAME_INPUTS_PEER.get(peer, f"FA3 {peer.split()[-1]}"))
             if fa3 and not peer.startswith("FA3"):
                 ratio_t = f"{fa3['ms_per_call'] / r['ms_per_call']:.2f}"
                 ratio_e = f"{fa3['mj_per_call'] / r['mj_per_call']:.2f}"

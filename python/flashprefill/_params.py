@@ -37,6 +37,12 @@ class Probabilities(enum.IntEnum):
     FP16 = 1     # fp8 inputs: float16, V widened to float16, P.V at the 16-bit tensor rate
 
 
+class Scores(enum.IntEnum):
+    """flashprefill_scores: how S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities)."""
+    DEFAULT = 0  # float32
+    FP16 = 1     # float16 where q's codes rule out an overflow (|code| <= 1.125 at dim_qk 128, 0.75 at 192)
+
+
 class Descale(ctypes.Structure):
     """flashprefill_descale."""
     _fields_ = [
@@ -78,6 +84,7 @@ class Params(ctypes.Structure):
         ("k_descale", Descale),
         ("v_descale", Descale),
         ("probabilities", ctypes.c_int),  # flashprefill_probabilities
+        ("scores", ctypes.c_int),  # flashprefill_scores
     ]
 
 

@@ -10,12 +10,13 @@ import ctypes
 import math
 
 from . import _arrays, _lib, prepare
-from ._params import DType, Params, Probabilities, QuantizeParams, Status
+from ._params import DType, Params, Probabilities, QuantizeParams, Scores, Status
 from .scales import BlockScales, descale
 
 _IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
 _QUANTIZE_DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
 _PROBABILITIES = {"default": Probabilities.DEFAULT, "fp16": Probabilities.FP16}
+_SCORES = {"fp32": Scores.DEFAULT, "fp16": Scores.FP16}
 _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
 # pointers, so a 16-byte aligned stand-in checks that call.
@@ -93,18 +94,20 @@ def _check_same_device(keep, device, name):
             raise ValueError(f"every array must be on {name}'s device {device}; one is on device {tensor.device}")
 
 
-def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities):
+def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores):
     """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v = problem
     if probabilities not in _PROBABILITIES:
         raise ValueError(f"probabilities must be one of {sorted(_PROBABILITIES)}, got {probabilities!r}")
+    if scores not in _SCORES:
+        raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
     p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
                seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
                in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=int(causal),
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
-               probabilities=_PROBABILITIES[probabilities])
+               probabilities=_PROBABILITIES[probabilities], scores=_SCORES[scores])
     for prefix, strides in (("q", q.strides), ("k", k.strides), ("v", v.strides), ("out", out[1])):
         for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
             setattr(p, f"{prefix}_stride_{axis}", stride)
@@ -121,7 +124,7 @@ def _descales(problem, q_descale, k_descale, v_descale, stream, keep):
 
 
 def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-              probabilities="default", out=None, return_lse=False, stream=None):
+              probabilities="default", scores="fp32", out=None, return_lse=False, stream=None):
     """Causal (or full) attention forward: out = softmax(softmax_scale · q·kᵀ [masked]) · v.
 
     q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
@@ -133,6 +136,11 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     probabilities: fp8 only. "default": P of P.V as e4m3 codes computed without an exponential (fastest;
     each probability up to 7.55% off). "fp16": P as float16 and V widened exactly to float16, P.V at the 16-bit
     tensor rate: slower, and the error drops to the floor set by rounding the inputs to e4m3.
+    scores: fp8 with default probabilities only. "fp32": S = q·kᵀ accumulated in float32. "fp16": in float16
+    (faster: the row max and the codes on packed halves) for every group of 64 query rows whose q codes all lie
+    within ±1.125 (dim_qk 128) or ±0.75 (dim_qk 192), so that no partial sum can overflow; float32 for the other
+    groups. A float16 score is off by up to 2^-11 of its magnitude, so the error grows with the range of the
+    scores. Kernels with 192-key tiles only: descales None, factors, or BlockScales of a multiple of 384 tokens.
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
@@ -156,13 +164,13 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         _check_same_device(keep, device, "q")
         descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
         params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales,
-                         probabilities)
+                         probabilities, scores)
         _check(library.flashprefill_forward(ctypes.byref(params), handle), library)
     return (out, lse) if return_lse else out
 
 
 def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-             probabilities="default", out=None):
+             probabilities="default", scores="fp32", out=None):
     """Whether this build has a kernel for attention(q, k, v, ...) with these arguments, without touching the
     GPU or the data. Arguments as attention. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with
     Status.ERROR_INVALID_ARGUMENT when the call could never be valid."""
@@ -180,7 +188,8 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
             ot = _adapt(out, "out", None, keep, writable=True)
             out_view = (ot.ptr, ot.strides)
         descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
-        params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities)
+        params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities,
+                         scores)
         status = library.flashprefill_supports(ctypes.byref(params))
     if status == Status.ERROR_NOT_SUPPORTED:
         return False

@@ -189,10 +189,15 @@ def fma_f32(a, b, c):
 # scaled by 2^-24, which changes no float32 rounding), and one conversion rounds two such y to float16
 # subnormals (unit 2^-24, up to 1023) whose bits are round(b), ties to even, or 0 where b < 0: Hopper's
 # cvt.rn.relu.f16x2.f32, gfx950's v_cvt_pk_f16_f32 with clamp (to [0, 1]).
+#
+# encoder "f16-scores" (Hopper with FLASHPREFILL_SCORES_FP16, cuda/f16_scores.cuh): the scores are float16 and so
+# is the arithmetic: m = f16(8·scale_log2), c = f16(K - 8·max) (K - 8·max in float32 first, as above),
+# y = relu(s·m + c) rounded once to float16 (fma.rn.relu.f16x2), then 1024 + y rounded to float16 (add.rn.f16x2),
+# whose low byte is the code: between 1024 and 2048 one float16 unit is one code step.
 
 EXPFREE_MAGIC = {0: 1.5 * 2.0**23, 1: 1.5 * 2.0**15}
 SUBNORMAL_RULES = ("linear", "flush")
-ENCODERS = ("magic", "f16")
+ENCODERS = ("magic", "f16", "f16-scores")
 
 
 def expfree_relative_error_bound(c):
@@ -225,7 +230,9 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
     code_byte: 0 or 1, the byte of the FFMA result that holds the code (magic 1.5·2^23 or 1.5·2^15). Measured
         kernel-only relative L2 of attention_fp8_model on N(0,1), hd128, S=512-4096: 2.2-2.5e-2 for 1,
         3.1-3.4e-2 for 0, against 1.8-2.1e-2 for P rounded by ml_dtypes at the exact max. Hence the default 1.
-    encoder: "f16" (both kernels; code_byte unused) or "magic" (the earlier integer-clamp encoder).
+    encoder: "f16" (both kernels; code_byte unused), "f16-scores" (Hopper's float16 scores, whose fast form it
+        models: s must hold float16 values, |row max| <= 256 and 8·scale_log2 a normal float16) or "magic" (the
+        earlier integer-clamp encoder).
     NaN scores give code 0 with "magic" (the clamp keeps NaN's bits, whose code byte is 0); with "f16" they
     give 0xff as on Hopper (float16 NaN's low byte, an e4m3 NaN; gfx950's clamp turns NaN into 0: code 0).
 
@@ -242,8 +249,9 @@ def expfree_codes(s, scale_log2, row_max_log2, offset_log2=8, c=0.34, subnormal=
     if encoder not in ENCODERS:
         raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
     xp = array_module(s)
-    if encoder == "f16":
-        codes = _f16_subnormal_codes(xp, s, scale_log2, row_max_log2, offset_log2, c)
+    if encoder in ("f16", "f16-scores"):
+        encode = _f16_subnormal_codes if encoder == "f16" else _f16_scores_codes
+        codes = encode(xp, s, scale_log2, row_max_log2, offset_log2, c)
         return xp.where(codes < 8, xp.uint8(0), codes) if subnormal == "flush" else codes
     magic = EXPFREE_MAGIC[code_byte]
     scale8 = xp.asarray(8 * scale_log2, dtype=xp.float32)
@@ -271,6 +279,21 @@ def _f16_subnormal_codes(xp, s, scale_log2, row_max_log2, offset_log2, c):
     half = (y * xp.float32(2.0**-24)).astype(xp.float16)  # exact scaling, then the conversion's one rounding
     codes = (xp.ascontiguousarray(half).view(xp.uint16) & 0xFF).astype(xp.uint8)
     return xp.where(xp.isnan(y), xp.uint8(0xFF), codes)  # the conversion's canonical NaN is 0x7fff
+
+
+def _f16_scores_codes(xp, s, scale_log2, row_max_log2, offset_log2, c):
+    """expfree_codes' "f16-scores" encoder: float16 arithmetic on float16 scores. Each step's exact value is formed
+    in float64 (products and sums of these float16 values are exact there) and rounded once to float16."""
+    s16 = xp.asarray(s, dtype=xp.float64)
+    if not bool(xp.all((s16.astype(xp.float16).astype(xp.float64) == s16) | ~xp.isfinite(s16))):
+        raise ValueError("encoder 'f16-scores' takes scores that are float16 values")
+    multiplier = float(np.float16(np.float32(8 * scale_log2)))
+    row_constant = (xp.float32(56 - c + 8 * offset_log2) - xp.float32(8) * xp.asarray(row_max_log2, xp.float32))
+    row_constant = row_constant.astype(xp.float16).astype(xp.float64)
+    y = (s16 * multiplier + row_constant[..., None])
+    y = xp.where(y > 0, y, 0.0).astype(xp.float16).astype(xp.float64)  # fma.rn.relu.f16x2
+    shifted = (y + 1024).astype(xp.float16).astype(xp.float64)  # add.rn.f16x2 of 1024
+    return (shifted - 1024).astype(xp.uint8)
 
 
 def expfree_decode(codes, offset_log2=8):
