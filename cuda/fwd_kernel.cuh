@@ -431,19 +431,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // fragments) where P is double-buffered, else the values P is packed from (pack_p) in place in s: bf16 and
     // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
     // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
-    // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
-    auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
-        if constexpr (Config::kF16Scores) {
-            const int n_block = range.end - 1 - it;
-            if (n_block >= range.mask_from)
-                apply_mask_f16x2(s16, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal,
-                                 causal_offset);
-            float thread_max[2], max_used[2], tile_max[2];
-            thread_max_f16x2(s16, thread_max);
-            online_max.update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
-            encode_f16x2<Input::kPOffsetLog2>(s16, scale_log2, tile_max, max_used);
-        }
-    };
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
@@ -477,15 +464,21 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
         }
     };
-    // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
-    // P converted; e4m3 codes (not double-buffered) from their prepared values.
-    auto pack_p_f16 = [&](uint32_t (&p)[kPRegs]) {
+    // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
+    auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
         if constexpr (Config::kF16Scores) {
-#pragma unroll
-            for (int step = 0; step < kPvSteps; ++step)
-                pack_codes_f16x2(s16, step, p);
+            const int n_block = range.end - 1 - it;
+            if (n_block >= range.mask_from)
+                apply_mask_f16x2(s16, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal,
+                                 causal_offset);
+            float thread_max[2], max_used[2], tile_max[2];
+            thread_max_f16x2(s16, thread_max);
+            online_max.update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
+            encode_f16x2<Input::kPOffsetLog2>(s16, scale_log2, tile_max, max_used);
         }
     };
+    // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
+    // P converted; e4m3 codes (not double-buffered) from their prepared values.
     auto pack_p = [&](uint32_t (&p)[kPRegs]) {
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
@@ -505,6 +498,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                     p[4 * step + r] = Config::kPvF16 ? ptx::cvt_rn_f16x2_f32(lo, hi) : ptx::cvt_rn_bf16x2_f32(lo, hi);
                 }
             }
+        }
+    };
+    auto pack_p_f16 = [&](uint32_t (&p)[kPRegs]) {
+        if constexpr (Config::kF16Scores) {
+#pragma unroll
+            for (int step = 0; step < kPvSteps; ++step)
+                pack_codes_f16x2(s16, step, p);
         }
     };
     // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max. Where P.V computes
@@ -578,106 +578,106 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
     // Every KV tile but the last P.V, with S in s (f16: std::false_type) or in s16 (std::true_type).
     auto run_tiles = [&](auto f16) {
-    // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
-    if constexpr (decltype(f16)::value) {
+        // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
+        if constexpr (decltype(f16)::value) {
 #pragma unroll
-        for (int j = 0; j < kSRegs / 2; ++j)
-            s16[j] = 0u;
-    } else {
+            for (int j = 0; j < kSRegs / 2; ++j)
+                s16[j] = 0u;
+        } else {
 #pragma unroll
-        for (int e = 0; e < kSRegs; ++e)
-            s[e] = 0.0f;
-    }
-    auto fence_scores = [&]() {
-        if constexpr (decltype(f16)::value)
-            ptx::fence_registers(s16);
-        else
-            ptx::fence_registers(s);
-    };
-    {  // iteration 0: no P.V yet
-        const int stage = rings.kv.stage, vt = rings.vt().stage;
-        const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
-        rings.advance();
-        ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-        const float scale_log2 = tile_scale_log2(stage);
-        take_turn();
-        ptx::wgmma_fence();
-        if constexpr (decltype(f16)::value)
-            issue_qk_f16(stage);
-        else
-            issue_qk(stage);
-        pass_turn();
-        ptx::wgmma_wait_group<0>();
-        fence_scores();
-        release(&ss.k_empty[stage]);
-        float rescale[2];  // O is still zero
-        if constexpr (decltype(f16)::value)
-            softmax_step_f16(0, scale_log2, rescale);
-        else
-            softmax_step(0, scale_log2, rescale, p_run);
-        wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
-        if constexpr (decltype(f16)::value)
-            pack_p_f16(p_run);
-        else if constexpr (!Config::kPDoubleBuffered)
-            pack_p(p_run);
-    }
-    // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
-    // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
-    auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
-        ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-        const float scale_log2 = tile_scale_log2(stage);
-        take_turn();
-        ptx::wgmma_fence();
-        if constexpr (decltype(f16)::value)
-            issue_qk_f16(stage);
-        else
-            issue_qk(stage);
-        const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
-        rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
-        o_exponent = v_exponent;
-        ptx::wgmma_fence();
-        issue_pv(prev_vt, p_run);
-        ptx::wgmma_commit_group();
-        pass_turn();
-
-        ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
-        fence_scores();
-        release(&ss.k_empty[stage]);
-        float rescale[2];
-        if constexpr (decltype(f16)::value)
-            softmax_step_f16(it, scale_log2, rescale);
-        else
-            softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
-        // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
-        // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
-        // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
-        wait_v(vt, vt_phase);
-        ptx::wgmma_wait_group<0>();
-        ptx::fence_registers(p_run);
-        ptx::fence_registers(o);
-        release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
-        add_tile_sums(rescale);
-        pending_rescale[0] = rescale[0];
-        pending_rescale[1] = rescale[1];
-        if constexpr (decltype(f16)::value)
-            pack_p_f16(p_run);  // P(n-1) V(n-1) is done with it
-        else if constexpr (!Config::kPDoubleBuffered)
-            pack_p(p_run);  // P(n-1) V(n-1) is done with it
-    };
-    for (int it = 1; it < range.end; ++it) {
-        const int stage = rings.kv.stage, vt = rings.vt().stage;
-        const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
-        rings.advance();
-        iteration(it, stage, phase, vt, vt_phase, prev_vt);
-        prev_vt = vt;
-        // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
-        // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
-        if constexpr (Config::kPDoubleBuffered) {
-#pragma unroll
-            for (int r = 0; r < kPRegs; ++r)
-                p_run[r] = p_new[r];
+            for (int e = 0; e < kSRegs; ++e)
+                s[e] = 0.0f;
         }
-    }
+        auto fence_scores = [&]() {
+            if constexpr (decltype(f16)::value)
+                ptx::fence_registers(s16);
+            else
+                ptx::fence_registers(s);
+        };
+        {  // iteration 0: no P.V yet
+            const int stage = rings.kv.stage, vt = rings.vt().stage;
+            const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
+            rings.advance();
+            ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
+            const float scale_log2 = tile_scale_log2(stage);
+            take_turn();
+            ptx::wgmma_fence();
+            if constexpr (decltype(f16)::value)
+                issue_qk_f16(stage);
+            else
+                issue_qk(stage);
+            pass_turn();
+            ptx::wgmma_wait_group<0>();
+            fence_scores();
+            release(&ss.k_empty[stage]);
+            float rescale[2];  // O is still zero
+            if constexpr (decltype(f16)::value)
+                softmax_step_f16(0, scale_log2, rescale);
+            else
+                softmax_step(0, scale_log2, rescale, p_run);
+            wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
+            if constexpr (decltype(f16)::value)
+                pack_p_f16(p_run);
+            else if constexpr (!Config::kPDoubleBuffered)
+                pack_p(p_run);
+        }
+        // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
+        // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
+        auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
+            ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
+            const float scale_log2 = tile_scale_log2(stage);
+            take_turn();
+            ptx::wgmma_fence();
+            if constexpr (decltype(f16)::value)
+                issue_qk_f16(stage);
+            else
+                issue_qk(stage);
+            const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
+            rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
+            o_exponent = v_exponent;
+            ptx::wgmma_fence();
+            issue_pv(prev_vt, p_run);
+            ptx::wgmma_commit_group();
+            pass_turn();
+
+            ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
+            fence_scores();
+            release(&ss.k_empty[stage]);
+            float rescale[2];
+            if constexpr (decltype(f16)::value)
+                softmax_step_f16(it, scale_log2, rescale);
+            else
+                softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
+            // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
+            // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
+            // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
+            wait_v(vt, vt_phase);
+            ptx::wgmma_wait_group<0>();
+            ptx::fence_registers(p_run);
+            ptx::fence_registers(o);
+            release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
+            add_tile_sums(rescale);
+            pending_rescale[0] = rescale[0];
+            pending_rescale[1] = rescale[1];
+            if constexpr (decltype(f16)::value)
+                pack_p_f16(p_run);  // P(n-1) V(n-1) is done with it
+            else if constexpr (!Config::kPDoubleBuffered)
+                pack_p(p_run);  // P(n-1) V(n-1) is done with it
+        };
+        for (int it = 1; it < range.end; ++it) {
+            const int stage = rings.kv.stage, vt = rings.vt().stage;
+            const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
+            rings.advance();
+            iteration(it, stage, phase, vt, vt_phase, prev_vt);
+            prev_vt = vt;
+            // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
+            // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
+            if constexpr (Config::kPDoubleBuffered) {
+#pragma unroll
+                for (int r = 0; r < kPRegs; ++r)
+                    p_run[r] = p_new[r];
+            }
+        }
     };
     if constexpr (Config::kF16Scores) {
         if (f16_scores)
