@@ -71,8 +71,9 @@ typedef enum flashprefill_scores {
                                         whose q codes all lie within +-1.125 (dim_qk 128) or +-0.75 (dim_qk
                                         192), float32 elsewhere. Faster (the row max and the probability codes
                                         on packed halves); a score carries up to 2^-11 of its magnitude in
-                                        error, so the error grows with the range of the scores. Needs KV
-                                        descales NONE, PER_TENSOR, PER_HEAD or PER_BLOCK of a multiple of 384 */
+                                        error, so the error grows with the range of the scores. Kernels with
+                                        192-key tiles only: descales NONE, PER_TENSOR, PER_HEAD, or PER_BLOCK
+                                        with blocks of a multiple of 384 tokens; others are NOT_SUPPORTED */
 } flashprefill_scores;
 
 typedef struct flashprefill_params {
