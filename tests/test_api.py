@@ -77,6 +77,15 @@ def test_scores():
             fp.supports(*arrays("float8_e4m3fn"), scores=bad)
 
 
+def test_quantize_qkv_scores_arguments():
+    """quantize_qkv(scores=...) takes "fp32" or "fp16", and "fp16" with factors only (checked before any device work)."""
+    q, k, v = arrays("float32")
+    with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32'\]"):
+        fp.quantize_qkv(q, k, v, scores="f16")
+    with pytest.raises(ValueError, match="takes factors"):
+        fp.quantize_qkv(q, k, v, per_block=128, scores="fp16")
+
+
 @pytest.mark.parametrize("q, k, v, error", [
     ((2, 200, 8), (2, 256, 2, 128), (2, 256, 2, 128), "q must be 4-d"),
     ((2, 200, 8, 128), (2, 255, 2, 128), (2, 256, 2, 128), "shapes do not match"),

@@ -73,3 +73,26 @@ def test_quantize_qkv_shapes():
     blocks = prepare.quantize_qkv(q, k, v, per_block=64)
     exponents, tokens = blocks["q_descale"]
     assert exponents.shape == (2, 4, 4) and exponents.dtype == np.int8 and tokens == 64
+
+
+def test_quantize_qkv_small_q_codes():
+    """q_code_max (factors): q's codes within it, its descale amax / q_code_max, k and v as by default; the input
+    rounding costs about the same (e4m3 keeps its relative precision well below the largest code); blocks refuse it."""
+    seed = int(RNG.integers(1 << 31))
+    q, k, v = _inputs(seed, seq=200)
+    bound = fp8.f16_scores_q_code_max(q.shape[-1])
+    small, plain = prepare.quantize_qkv(q, k, v, q_code_max=bound), prepare.quantize_qkv(q, k, v)
+    assert np.abs(fp8.e4m3_decode(small["q"])).max() == bound, f"seed {seed}"
+    np.testing.assert_allclose(small["q_descale"], plain["q_descale"] * 448 / bound, rtol=1e-6)
+    for name in ("k", "v", "k_descale", "v_descale"):
+        assert np.array_equal(small[name], plain[name]), f"seed {seed}: {name} changed"
+    ref = reference.attention_reference(q, k, v)
+    errors = [reference.relative_l2(reference.attention_reference(*_dequantized(p, 4)), ref) for p in (small, plain)]
+    assert errors[0] <= 1.05 * errors[1], f"seed {seed}: {errors[0]:.3e} small q codes vs {errors[1]:.3e}"
+    with pytest.raises(ValueError, match="q_code_max applies to factors"):
+        prepare.quantize_qkv(q, k, v, per_block=64, q_code_max=bound)
+
+
+def test_f16_scores_q_code_max_is_the_kernels():
+    """The bound flashprefill.h states and cuda/fwd_config.cuh asserts."""
+    assert fp8.f16_scores_q_code_max(128) == 1.125 and fp8.f16_scores_q_code_max(192) == 0.75

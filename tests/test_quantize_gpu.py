@@ -96,6 +96,36 @@ def test_quantize_qkv_per_block_is_the_model(rng):
     assert torch.isfinite(out).all()
 
 
+@pytest.mark.parametrize("dim_qk", [128, 192])
+def test_quantize_qkv_float16_scores(rng, dim_qk):
+    """fp.quantize_qkv(scores="fp16") (rotated, per-head factors): q's codes within float16 scores' bound, its
+    factors those of the host model, k's and v's as without the option, and scores="fp16" in the dict;
+    attention(**prepared) then runs float16 scores (its output differs from the float32-score pipeline's) within
+    1.05x that pipeline's end-to-end error."""
+    from flashprefill import reference
+    shape_q, shape_kv = (1, 700, 8, dim_qk), (1, 700, 2, dim_qk)
+    q, k = (torch.from_numpy(rng.standard_normal(s)).float().cuda() for s in (shape_q, shape_kv))
+    v = torch.from_numpy(rng.standard_normal((1, 700, 2, 128))).float().cuda()
+    seed = int(rng.integers(1 << 31))
+    prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16")
+    plain = fp.quantize_qkv(q, k, v, seed=seed)
+    bound = fp8.f16_scores_q_code_max(dim_qk)
+    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound)
+    assert prepared["scores"] == "fp16" and "scores" not in plain
+    assert np.abs(fp8.e4m3_decode(prepared["q"].view(torch.uint8).cpu().numpy())).max() <= bound
+    np.testing.assert_allclose(prepared["q_descale"].cpu().numpy(), model["q_descale"], rtol=1e-5)
+    for name in ("k", "v"):
+        assert torch.equal(prepared[name].view(torch.uint8), plain[name].view(torch.uint8))
+        assert torch.equal(prepared[f"{name}_descale"], plain[f"{name}_descale"])
+    out16 = fp.attention(**prepared)
+    out32 = fp.attention(**plain)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out16).all() and not torch.equal(out16, out32)
+    ref = reference.attention_reference(*(_host(t) for t in (q, k, v)), causal=True)
+    err16, err32 = (reference.relative_l2(o.float().cpu().numpy(), ref) for o in (out16, out32))
+    assert err16 <= 1.05 * err32, f"{err16:.3e} with float16 scores vs {err32:.3e}"
+
+
 def test_refusals():
     x = torch.randn(1, 16, 2, 128, device="cuda")
     with pytest.raises(TypeError, match="x must be bfloat16 or float32"):

@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import PEERS, PeerUnavailable  # noqa: E402
+from flashprefill import fp8  # noqa: E402
 
 SHAPES = {"hd128": (8, 2, 128, 128), "mla": (16, 16, 192, 128)}  # heads_q, heads_kv, dim_qk, dim_v
 HEADS_Q, HEADS_KV, DIM, DIM_V = SHAPES["hd128"]
@@ -55,11 +56,12 @@ def rope(x):
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).reshape(x.shape)
 
 
-def quantize(x):
-    """FA3-style: codes and descale per (batch, kv head); q's heads of a group share one factor."""
+def quantize(x, top=448.0):
+    """FA3-style: codes and descale per (batch, kv head); q's heads of a group share one factor. top: the largest
+    code magnitude (448; float16 scores' bound for q)."""
     b, s, h, d = x.shape
     groups = x.reshape(b, s, HEADS_KV, -1)
-    descale = (groups.abs().amax(dim=(1, 3)) / 448.0).clamp_min(1e-12)
+    descale = (groups.abs().amax(dim=(1, 3)) / top).clamp_min(1e-12)
     scale = descale.repeat_interleave(h // HEADS_KV, 1)[:, None, :, None]
     codes = (x / scale).to(torch.float8_e4m3fn)
     return codes, descale.float().contiguous(), codes.double() * scale.double()
@@ -97,9 +99,11 @@ def main():
         q, k, v = make(dist, args.seq, seed=7)
         exact = reference(q, k, v)
         (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = quantize(q), quantize(k), quantize(v)
+        q8s, qds, qxs = quantize(q, fp8.f16_scores_q_code_max(DIM))  # the float16-score peers' q
         dequantized = reference(qx, kx, vx)
+        dequantized_small_q = reference(qxs, kx, vx)
         x = {"q": q.to(torch.bfloat16), "k": k.to(torch.bfloat16), "v": v.to(torch.bfloat16),
-             "q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd}
+             "q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd, "q8s": q8s, "qds": qds}
         for peer, (dtype, setup) in PEERS.items():
             if peer.startswith("cuDNN fp8"):
                 rows.append({"dist": dist, "peer": peer, "unavailable": "takes per-tensor scales only; these "
@@ -116,6 +120,8 @@ def main():
             row = {"dist": dist, "peer": peer, "dtype": dtype, "end_to_end": rel_l2(out, exact)}
             if peer in ("flashprefill fp8", "flashprefill fp8, fp16 P", "FA3 fp8"):  # the others quantize their own way
                 row["kernel_only"] = rel_l2(out, dequantized)
+            if peer in ("flashprefill fp8, fp16 scores", "FA3 fp8, same q codes"):
+                row["kernel_only"] = rel_l2(out, dequantized_small_q)
             rows.append(row)
         rows.append({"dist": dist, "peer": "input rounding floor (fp8, float64 attention)", "dtype": "fp8",
                      "end_to_end": rel_l2(dequantized, exact)})
@@ -126,7 +132,8 @@ def main():
                                  ("rotation, per-block 384 (192-key tiles)", dict(per_block=384), "default"),
                                  ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True), "default"),
                                  ("per-block, no rotation", dict(per_block=128, rotate=False), "default"),
-                                 ("rotation, per-block, fp16 P", dict(per_block=128), "fp16")):
+                                 ("rotation, per-block, fp16 P", dict(per_block=128), "fp16"),
+                                 ("rotation, per-head factors, fp16 scores", dict(scores="fp16"), "default")):
             out = fp.attention(**fp.quantize_qkv(q, k, v, **options), causal=True, probabilities=p)
             rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
                          "end_to_end": rel_l2(out, exact)})

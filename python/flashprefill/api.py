@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import math
 
-from . import _arrays, _lib, prepare
+from . import _arrays, _lib, fp8, prepare
 from ._params import DType, Params, Probabilities, QuantizeParams, Scores, Status
 from .scales import BlockScales, descale
 
@@ -250,7 +250,7 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponen
     return codes, BlockScales(exponents, block)
 
 
-def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0):
+def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0, scores="fp32"):
     """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
     q_descale, k_descale, v_descale ready for attention(**prepared): q and k rotated by the same random-sign
     Hadamard (exact for q k^T; spreads outlier channels before rounding; `seed` picks the signs), k optionally
@@ -259,7 +259,14 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
     per_block=None: FlashAttention-3-style factors, one per (batch, kv head), computed with CuPy
     (prepare.quantize_qkv). per_block=tokens: BlockScales from the library's GPU quantizer (quantize_fp8, the
     rotation fused into it); inputs that are neither bfloat16 nor float32 are rounded to float32 first.
+    scores="fp16" (factors only): q's codes within the bound of attention's float16 scores (±1.125 at dim 128,
+    ±0.75 at 192; its descale = amax / bound) and scores="fp16" in the dict, so that attention(**prepared) takes them.
     """
+    if scores not in _SCORES:
+        raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
+    if scores == "fp16" and per_block is not None:
+        raise ValueError("quantize_qkv(scores='fp16') takes factors (per_block=None): the block quantizer puts codes "
+                         "up to 448")
     if per_block is not None:
         signs = _like(prepare.rotation_signs(q.shape[-1], seed), q) if rotate else None
         out = {}
@@ -275,8 +282,9 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
         import cupy
         import torch
         q, k, v = (cupy.from_dlpack(x) for x in (q, k, v))
-    prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, seed=seed)
-    out = {}
+    q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
+    prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, seed=seed, q_code_max=q_code_max)
+    out = {"scores": scores} if scores == "fp16" else {}
     for name in "qkv":
         codes, descale = prepared[name], prepared[f"{name}_descale"]
         if torch_inputs:

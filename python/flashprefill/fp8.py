@@ -135,14 +135,22 @@ def quantize_per_tensor(x):
     return e4m3_encode(x32 / descale), descale
 
 
-def quantize_per_head(x):
+def quantize_per_head(x, code_max=E4M3_MAX):
     """As quantize_per_tensor with one descale per (batch, head): x float (batch, seq, heads, dim) ->
-    codes uint8 (batch, seq, heads, dim), descale float32 (batch, heads)."""
+    codes uint8 (batch, seq, heads, dim), descale float32 (batch, heads). code_max: the largest magnitude the codes
+    may take, an e4m3 value (448; f16_scores_q_code_max(dim) for q with float16 scores)."""
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
     amax = xp.abs(x32).max(axis=(1, 3))
-    descale = xp.where(amax > 0, amax / xp.float32(E4M3_MAX), xp.float32(1.0)).astype(xp.float32)
+    descale = xp.where(amax > 0, amax / xp.float32(code_max), xp.float32(1.0)).astype(xp.float32)
     return e4m3_encode(x32 / descale[:, None, :, None]), descale
+
+
+def f16_scores_q_code_max(dim_qk):
+    """The largest e4m3 magnitude of q's codes for which the Hopper kernel takes float16 scores (flashprefill.h,
+    cuda/fwd_config.cuh): the largest e4m3 value m with m * 448 * dim_qk <= 65504 (1.125 at 128, 0.75 at 192)."""
+    values = np.sort(np.abs(e4m3_decode(np.arange(E4M3_MAX_CODE + 1, dtype=np.uint8))))
+    return float(values[values * E4M3_MAX * dim_qk <= 65504.0].max())
 
 
 def fma_f32(a, b, c):
