@@ -588,11 +588,30 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             for (int e = 0; e < kSRegs; ++e)
                 s[e] = 0.0f;
         }
+        // The steps that differ by S's type.
+        auto issue_scores = [&](int stage) {
+            if constexpr (decltype(f16)::value)
+                issue_qk_f16(stage);
+            else
+                issue_qk(stage);
+        };
         auto fence_scores = [&]() {
             if constexpr (decltype(f16)::value)
                 ptx::fence_registers(s16);
             else
                 ptx::fence_registers(s);
+        };
+        auto softmax = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
+            if constexpr (decltype(f16)::value)
+                softmax_step_f16(it, scale_log2, rescale);
+            else
+                softmax_step(it, scale_log2, rescale, codes);
+        };
+        auto pack = [&]() {  // P's A fragments from what the softmax left, once P.V is done with them
+            if constexpr (decltype(f16)::value)
+                pack_p_f16(p_run);
+            else if constexpr (!Config::kPDoubleBuffered)
+                pack_p(p_run);
         };
         {  // iteration 0: no P.V yet
             const int stage = rings.kv.stage, vt = rings.vt().stage;
@@ -602,24 +621,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const float scale_log2 = tile_scale_log2(stage);
             take_turn();
             ptx::wgmma_fence();
-            if constexpr (decltype(f16)::value)
-                issue_qk_f16(stage);
-            else
-                issue_qk(stage);
+            issue_scores(stage);
             pass_turn();
             ptx::wgmma_wait_group<0>();
             fence_scores();
             release(&ss.k_empty[stage]);
             float rescale[2];  // O is still zero
-            if constexpr (decltype(f16)::value)
-                softmax_step_f16(0, scale_log2, rescale);
-            else
-                softmax_step(0, scale_log2, rescale, p_run);
+            softmax(0, scale_log2, rescale, p_run);
             wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
-            if constexpr (decltype(f16)::value)
-                pack_p_f16(p_run);
-            else if constexpr (!Config::kPDoubleBuffered)
-                pack_p(p_run);
+            pack();
         }
         // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
         // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
@@ -628,10 +638,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const float scale_log2 = tile_scale_log2(stage);
             take_turn();
             ptx::wgmma_fence();
-            if constexpr (decltype(f16)::value)
-                issue_qk_f16(stage);
-            else
-                issue_qk(stage);
+            issue_scores(stage);
             const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
             rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
             o_exponent = v_exponent;
@@ -644,10 +651,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             fence_scores();
             release(&ss.k_empty[stage]);
             float rescale[2];
-            if constexpr (decltype(f16)::value)
-                softmax_step_f16(it, scale_log2, rescale);
-            else
-                softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
+            softmax(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
             // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
             // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
             // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
@@ -659,10 +663,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             add_tile_sums(rescale);
             pending_rescale[0] = rescale[0];
             pending_rescale[1] = rescale[1];
-            if constexpr (decltype(f16)::value)
-                pack_p_f16(p_run);  // P(n-1) V(n-1) is done with it
-            else if constexpr (!Config::kPDoubleBuffered)
-                pack_p(p_run);  // P(n-1) V(n-1) is done with it
+            pack();  // P(n-1) V(n-1) is done with it
         };
         for (int it = 1; it < range.end; ++it) {
             const int stage = rings.kv.stage, vt = rings.vt().stage;
