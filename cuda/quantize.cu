@@ -34,6 +34,8 @@ struct QuantizeArgs {
     uint8_t *codes;
     int64_t codes_stride_batch, codes_stride_seq, codes_stride_head;
     int8_t *exponents;  // (batch, heads, blocks)
+    float code_max_fraction;  // code_max = code_max_fraction 2^code_max_exponent, the fraction in [0.5, 1)
+    int32_t code_max_exponent;
     const float *signs, *subtract;
     int32_t seqlen, heads, block_tokens, blocks;
 };
@@ -235,7 +237,7 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
     }
 }
 
-// Grid (blocks, heads, batch): the smallest e with max |y| <= 448 * 2^e, clamped to [-127, 127]; 0 where the
+// Grid (blocks, heads, batch): the smallest e with max |y| <= code_max * 2^e, clamped to [-127, 127]; 0 where the
 // block holds inf or NaN; kZeroBlock where it is all zeros.
 template <int kDim>
 __global__ void __launch_bounds__(kThreads) block_exponents(const __grid_constant__ QuantizeArgs a)
@@ -270,10 +272,11 @@ __global__ void __launch_bounds__(kThreads) block_exponents(const __grid_constan
     if (nonfinite) {
         exponent = 0;
     } else if (amax > 0.0f) {
-        // amax = f 2^k, f in [0.5, 1); 448 = 0.875 * 2^9: amax <= 448 * 2^e  <=>  e >= k - 9 + (f > 0.875).
+        // amax = f 2^k and code_max = g 2^c, f and g in [0.5, 1): amax <= code_max 2^e  <=>  e >= k - c + (f > g)
+        // (448 = 0.875 2^9).
         int k;
         const float f = frexpf(amax, &k);
-        exponent = min(max(k - 9 + (f > 0.875f), kMinExponent), kMaxExponent);
+        exponent = min(max(k - a.code_max_exponent + (f > a.code_max_fraction), kMinExponent), kMaxExponent);
     }
     *exponent_of_block(a) = static_cast<int8_t>(exponent);
 }
@@ -350,6 +353,7 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     a.signs = p->signs, a.subtract = p->subtract;
     a.seqlen = p->seqlen, a.heads = p->heads, a.block_tokens = p->block_tokens;
     a.blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
+    a.code_max_fraction = frexpf(p->code_max == 0.0f ? 448.0f : p->code_max, &a.code_max_exponent);
     const cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t err;
     switch (p->dim) {

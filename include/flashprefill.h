@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 3
+#define FLASHPREFILL_VERSION_MINOR 4
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -121,10 +121,12 @@ typedef struct flashprefill_params {
  * from every key of a head leaves the softmax unchanged. Both run in float32 (relative rounding 2^-24 per step,
  * far below e4m3's 2^-4), in a fixed order of butterflies. Per
  * block of block_tokens tokens x dim of one head (the last may be short), e is the smallest integer with
- * max |y| <= 448 * 2^e, clamped to [-127, 127] and raised to at least the head's largest e minus 64 (the
+ * max |y| <= code_max * 2^e, clamped to [-127, 127] and raised to at least the head's largest e minus 64 (the
  * Hopper kernel keeps O exact within that span); a block of zeros takes its head's largest e, a block holding
- * inf or NaN e = 0. codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. The
- * numpy model, bit for bit: flashprefill.prepare.transform then flashprefill.fp8.quantize_blocks. */
+ * inf or NaN e = 0. codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. code_max is
+ * 448, or smaller for q's codes where the attention takes float16 scores (1.125 at dim_qk 128, 0.75 at 192: see
+ * FLASHPREFILL_SCORES_FP16). The numpy model, bit for bit: flashprefill.prepare.transform then
+ * flashprefill.fp8.quantize_blocks. */
 typedef struct flashprefill_quantize_params {
     const void *x;       /* (batch, seqlen, heads, dim), x_dtype; 16-byte aligned */
     void *codes;         /* (batch, seqlen, heads, dim) e4m3; must not overlap x */
@@ -136,9 +138,10 @@ typedef struct flashprefill_quantize_params {
     int32_t batch, seqlen, heads, dim; /* dim a multiple of 32, at most 256 */
     int32_t block_tokens;
     flashprefill_dtype x_dtype;        /* BF16 or FP32 */
+    float code_max;  /* the largest magnitude of the codes: 0 for 448, else a normal e4m3 value in [2^-6, 448] */
 } flashprefill_quantize_params;
 
-/* "0.2.0". */
+/* "0.4.0". */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */

@@ -236,6 +236,19 @@ static flashprefill_status check_floats(const char *name, const float *ptr)
     return FLASHPREFILL_SUCCESS;
 }
 
+/* 0 (for 448), or a normal e4m3 value: rounding to e4m3 never carries a code past it. */
+static flashprefill_status check_code_max(float code_max)
+{
+    int exponent = 0;
+    const float fraction = frexpf(code_max, &exponent); /* code_max = fraction 2^exponent, fraction in [0.5, 1) */
+    const int e4m3_value = isfinite(code_max) && code_max >= 0x1p-6f && code_max <= 448.0f &&
+                           fraction * 16.0f == floorf(fraction * 16.0f); /* 1 + 3 mantissa bits */
+    if (code_max != 0.0f && !e4m3_value)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "code_max must be 0 (448) or a normal e4m3 value in [2^-6, 448], got %g", (double)code_max);
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
 {
     flashprefill_status s;
@@ -258,7 +271,8 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
         return s;
     if (p->exponents == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents is NULL");
-    if ((s = check_floats("signs", p->signs)) || (s = check_floats("subtract", p->subtract)))
+    if ((s = check_floats("signs", p->signs)) || (s = check_floats("subtract", p->subtract)) ||
+        (s = check_code_max(p->code_max)))
         return s;
     /* Cannot overflow: codes, already checked, spans at least one byte per (batch, head, token). */
     const int64_t exponent_bytes = (int64_t)p->batch * p->heads * ((p->seqlen + p->block_tokens - 1) / p->block_tokens);

@@ -78,12 +78,10 @@ def test_scores():
 
 
 def test_quantize_qkv_scores_arguments():
-    """quantize_qkv(scores=...) takes "fp32" or "fp16", and "fp16" with factors only (checked before any device work)."""
+    """quantize_qkv(scores=...) takes "fp32" or "fp16" (checked before any device work)."""
     q, k, v = arrays("float32")
     with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32'\]"):
         fp.quantize_qkv(q, k, v, scores="f16")
-    with pytest.raises(ValueError, match="takes factors"):
-        fp.quantize_qkv(q, k, v, per_block=128, scores="fp16")
 
 
 @pytest.mark.parametrize("q, k, v, error", [

@@ -75,22 +75,36 @@ def test_quantize_qkv_shapes():
     assert exponents.shape == (2, 4, 4) and exponents.dtype == np.int8 and tokens == 64
 
 
-def test_quantize_qkv_small_q_codes():
-    """q_code_max (factors): q's codes within it, its descale amax / q_code_max, k and v as by default; the input
-    rounding costs about the same (e4m3 keeps its relative precision well below the largest code); blocks refuse it."""
+@pytest.mark.parametrize("per_block", [None, 40])
+def test_quantize_qkv_small_q_codes(per_block):
+    """q_code_max: q's codes within it (with factors: its descale amax / q_code_max; with blocks: each block's largest
+    code at least q_code_max / 2), k and v as by default; the input rounding costs about the same (e4m3 keeps its
+    relative precision well below the largest code)."""
     seed = int(RNG.integers(1 << 31))
     q, k, v = _inputs(seed, seq=200)
     bound = fp8.f16_scores_q_code_max(q.shape[-1])
-    small, plain = prepare.quantize_qkv(q, k, v, q_code_max=bound), prepare.quantize_qkv(q, k, v)
-    assert np.abs(fp8.e4m3_decode(small["q"])).max() == bound, f"seed {seed}"
-    np.testing.assert_allclose(small["q_descale"], plain["q_descale"] * 448 / bound, rtol=1e-6)
+    small = prepare.quantize_qkv(q, k, v, q_code_max=bound, per_block=per_block)
+    plain = prepare.quantize_qkv(q, k, v, per_block=per_block)
+    q_values = np.abs(fp8.e4m3_decode(small["q"]))
+    if per_block is None:
+        assert q_values.max() == bound, f"seed {seed}"
+        np.testing.assert_allclose(small["q_descale"], plain["q_descale"] * 448 / bound, rtol=1e-6)
+    else:
+        block_max = q_values.reshape(2, -1, per_block, 4, 128).max(axis=(2, 4))
+        assert block_max.max() <= bound and block_max.min() >= bound / 2, f"seed {seed}"
+        assert small["q_descale"][1] == per_block
     for name in ("k", "v", "k_descale", "v_descale"):
-        assert np.array_equal(small[name], plain[name]), f"seed {seed}: {name} changed"
+        assert _same(small[name], plain[name]), f"seed {seed}: {name} changed"
     ref = reference.attention_reference(q, k, v)
     errors = [reference.relative_l2(reference.attention_reference(*_dequantized(p, 4)), ref) for p in (small, plain)]
     assert errors[0] <= 1.05 * errors[1], f"seed {seed}: {errors[0]:.3e} small q codes vs {errors[1]:.3e}"
-    with pytest.raises(ValueError, match="q_code_max applies to factors"):
-        prepare.quantize_qkv(q, k, v, per_block=64, q_code_max=bound)
+
+
+def _same(a, b):
+    """Codes, factors or (exponents, block_tokens) pairs equal."""
+    if isinstance(a, tuple):
+        return a[1] == b[1] and np.array_equal(a[0], b[0])
+    return np.array_equal(a, b)
 
 
 def test_f16_scores_q_code_max_is_the_kernels():

@@ -58,6 +58,10 @@ CASES = [
     ("exponents inside codes", changed(exponents=CODES + 7), INVALID, "exponents overlaps x or codes"),
     ("signs misaligned", changed(signs=SIGNS + 2), INVALID, "signs = 0x7f3000000002 is not 4-byte aligned"),
     ("subtract misaligned", changed(subtract=SUBTRACT + 1), INVALID, "subtract = 0x7f4000000001 is not 4-byte"),
+    *[(f"code_max {value}", changed(code_max=value), INVALID,
+       f"code_max must be 0 (448) or a normal e4m3 value in [2^-6, 448], got {text}")
+      for value, text in ((1.1, "1.1"), (-1.125, "-1.125"), (float("nan"), "nan"), (float("inf"), "inf"),
+                          (480.0, "480"), (2.0**-7, "0.0078125"), (1.0625, "1.0625"))],
     ("dim 144", lambda: valid(dim=144), NOT_SUPPORTED, "dim a multiple of 32 up to 256, got 144"),
     ("dim 512", lambda: valid(dim=512), NOT_SUPPORTED, "got 512"),
 ]
@@ -73,7 +77,9 @@ def test_null_params(lib):
     assert call(lib, None) == (INVALID, "params is NULL")
 
 
-@pytest.mark.parametrize("make", [valid, lambda: valid(dim=192, x_dtype=DType.FP32), lambda: valid(seqlen=1)])
+@pytest.mark.parametrize("make", [valid, lambda: valid(dim=192, x_dtype=DType.FP32), lambda: valid(seqlen=1),
+                                  changed(code_max=1.125), changed(code_max=0.75), changed(code_max=448.0),
+                                  changed(code_max=2.0**-6)])
 def test_valid_arguments_reach_the_device_check(lib, make):
     """Valid params pass validation; the fake pointers (or the missing GPU) stop them at the device check."""
     status, message = call(lib, make())
@@ -101,3 +107,25 @@ def test_block_exponent_rules():
     x[0, 0:4, 1] = 1e-40        # head 1: float32 subnormal, clamped to -127; the zero blocks take -127 too
     _, exponents = fp8.quantize_blocks(x, block_tokens=4)
     assert exponents.tolist() == [[[-8, -8, -72], [-127, -127, -127], [0, 0, 0]]]
+
+
+def test_block_exponents_for_a_smaller_code_max(rng):
+    """code_max = 1.125 (q's codes for float16 scores at dim 128): e is the smallest integer with amax <= 1.125 *
+    2^e (boundaries exact), and every block's codes reach code_max / 2 (rounding may land on it) but never pass
+    code_max."""
+    x = np.zeros((1, 8, 1, 32), np.float32)
+    for block, amax in enumerate((1.0, 1.125, 1.126, 2.25, 2.2501, 0.5625)):
+        x[0, block, 0, 0] = -amax if block % 2 else amax
+    _, exponents = fp8.quantize_blocks(x, block_tokens=1, code_max=1.125)
+    assert exponents[0, 0, :6].tolist() == [0, 0, 1, 1, 2, -1]
+    y = rng.standard_normal((2, 96, 3, 64)) * np.exp2(rng.integers(-20, 20, (2, 96, 3, 1)))
+    for code_max in (1.125, 0.75, 448.0):
+        codes, exponents = fp8.quantize_blocks(y, block_tokens=32, code_max=code_max)
+        values = np.abs(fp8.e4m3_decode(codes)).reshape(2, 3, 32, 3, 64).max(axis=(2, 4)).transpose(0, 2, 1)
+        assert (values <= code_max).all() and (values >= code_max / 2).all(), code_max
+
+
+@pytest.mark.parametrize("code_max", [1.1, 0.0, 500.0, 2.0**-7])
+def test_model_refuses_a_code_max_outside_e4m3(code_max):
+    with pytest.raises(ValueError, match="code_max must be a normal e4m3 value"):
+        fp8.quantize_blocks(np.ones((1, 4, 1, 32)), 4, code_max)

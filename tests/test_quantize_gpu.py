@@ -23,12 +23,12 @@ def _uneven(rng, shape):
     return x
 
 
-def _run(x, block, signs=None, subtract=None):
+def _run(x, block, signs=None, subtract=None, code_max=448.0):
     """fp.quantize_fp8 into poisoned outputs; (codes uint8, exponents int8) on the host."""
     batch, seq, heads, dim = x.shape
     codes = torch.full(x.shape, POISON_CODE, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
     exponents = torch.full((batch, heads, -(-seq // block)), POISON_EXPONENT, dtype=torch.int8, device="cuda")
-    fp.quantize_fp8(x, block, signs=signs, subtract=subtract, codes=codes, exponents=exponents)
+    fp.quantize_fp8(x, block, signs=signs, subtract=subtract, code_max=code_max, codes=codes, exponents=exponents)
     torch.cuda.synchronize()
     return codes.view(torch.uint8).cpu().numpy(), exponents.cpu().numpy()
 
@@ -53,6 +53,21 @@ def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
     mismatch = codes != model_codes
     assert not mismatch.any(), (f"{mismatch.sum()} of {codes.size} codes differ, first at "
                                 f"{np.argwhere(mismatch)[0].tolist()}")
+
+
+@pytest.mark.parametrize("code_max", [1.125, 0.75, 2.0**-6])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("dim", [128, 192])
+def test_code_max_bit_identical_to_the_model(rng, dim, dtype, code_max):
+    """Smaller codes (q's for float16 scores): exponents and codes as the model's, every code within code_max."""
+    shape = (2, 300, 3, dim)
+    x = torch.from_numpy(_uneven(rng, shape)).to(getattr(torch, dtype)).cuda()
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31)))
+    codes, exponents = _run(x, 128, torch.from_numpy(signs).cuda(), code_max=code_max)
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(_host(x), signs), 128, code_max)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+    assert np.abs(fp8.e4m3_decode(codes)).max() <= code_max
 
 
 def test_special_blocks():
@@ -96,27 +111,36 @@ def test_quantize_qkv_per_block_is_the_model(rng):
     assert torch.isfinite(out).all()
 
 
+@pytest.mark.parametrize("per_block", [None, 384])
 @pytest.mark.parametrize("dim_qk", [128, 192])
-def test_quantize_qkv_float16_scores(rng, dim_qk):
-    """fp.quantize_qkv(scores="fp16") (rotated, per-head factors): q's codes within float16 scores' bound, its
-    factors those of the host model, k's and v's as without the option, and scores="fp16" in the dict;
-    attention(**prepared) then runs float16 scores (its output differs from the float32-score pipeline's) within
-    1.05x that pipeline's end-to-end error."""
+def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
+    """fp.quantize_qkv(scores="fp16") (rotated; per-head factors or 384-token blocks): q's codes within float16
+    scores' bound, its factors those of the host model (blocks: its codes and exponents, bit for bit), k's and v's as
+    without the option, and scores="fp16" in the dict; attention(**prepared) then runs float16 scores (its output
+    differs from the float32-score pipeline's) within 1.05x that pipeline's end-to-end error."""
     from flashprefill import reference
     shape_q, shape_kv = (1, 700, 8, dim_qk), (1, 700, 2, dim_qk)
     q, k = (torch.from_numpy(rng.standard_normal(s)).float().cuda() for s in (shape_q, shape_kv))
     v = torch.from_numpy(rng.standard_normal((1, 700, 2, 128))).float().cuda()
     seed = int(rng.integers(1 << 31))
-    prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16")
-    plain = fp.quantize_qkv(q, k, v, seed=seed)
+    prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16", per_block=per_block)
+    plain = fp.quantize_qkv(q, k, v, seed=seed, per_block=per_block)
     bound = fp8.f16_scores_q_code_max(dim_qk)
-    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound)
+    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound, per_block=per_block)
     assert prepared["scores"] == "fp16" and "scores" not in plain
-    assert np.abs(fp8.e4m3_decode(prepared["q"].view(torch.uint8).cpu().numpy())).max() <= bound
-    np.testing.assert_allclose(prepared["q_descale"].cpu().numpy(), model["q_descale"], rtol=1e-5)
+    q_codes = prepared["q"].view(torch.uint8).cpu().numpy()
+    assert np.abs(fp8.e4m3_decode(q_codes)).max() <= bound
+    if per_block is None:
+        np.testing.assert_allclose(prepared["q_descale"].cpu().numpy(), model["q_descale"], rtol=1e-5)
+    else:
+        np.testing.assert_array_equal(q_codes, model["q"])
+        np.testing.assert_array_equal(prepared["q_descale"].exponents.cpu().numpy(), model["q_descale"][0])
     for name in ("k", "v"):
         assert torch.equal(prepared[name].view(torch.uint8), plain[name].view(torch.uint8))
-        assert torch.equal(prepared[f"{name}_descale"], plain[f"{name}_descale"])
+        mine, theirs = prepared[f"{name}_descale"], plain[f"{name}_descale"]
+        if per_block is not None:
+            mine, theirs = mine.exponents, theirs.exponents
+        assert torch.equal(mine, theirs)
     out16 = fp.attention(**prepared)
     out32 = fp.attention(**plain)
     torch.cuda.synchronize()

@@ -12,6 +12,8 @@ Variants (fp8, hd128 causal):
   block scales    per-block power-of-two scales, inputs quantized beforehand: blocks of 128 tokens (the kernel
                   with 128-key tiles) and of 384 (the one with 192-key tiles, as the full row)
   + rotation      q and k rotated and quantized per block by the GPU quantizer inside every timed call
+  float16 scores  scores="fp16" where q's codes allow: with factors (q's codes within +-1.125), and with 384-token
+                  blocks (the quantizer's code_max), plain and rotated
   float16 P       not an idea switched off but the accuracy option (probabilities="fp16"): P as float16, V
                   widened, P.V at the 16-bit rate
 Speed: 32/8 heads at 16k tokens (median TFLOP/s, spread of round medians). Error: end to end from float32
@@ -63,6 +65,13 @@ def variants():
                   dict(per_block=block, rotate=False)),
                  (f"block scales {block} + rotation, quantizer timed", None,
                   functools.partial(peers.ours_fp8_quantized, block=block), dict(per_block=block))]
+    rows += [("float16 scores (scores=\"fp16\", q codes within +-1.125)", None,
+              PEERS["flashprefill fp8, fp16 scores"][1], dict(scores="fp16", rotate=False)),
+             ("block scales 384, float16 scores", None,
+              functools.partial(peers.ours_fp8_blocks, block=384, scores="fp16"),
+              dict(per_block=384, rotate=False, scores="fp16")),
+             ("block scales 384 + rotation, float16 scores, quantizer timed", None,
+              functools.partial(peers.ours_fp8_quantized, block=384, scores="fp16"), dict(per_block=384, scores="fp16"))]
     return rows + [("float16 P (probabilities=\"fp16\")", None, PEERS[fp16_p][1], fp16_p),
                    ("FA3 fp8", None, PEERS["FA3 fp8"][1], "FA3 fp8")]
 

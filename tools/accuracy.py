@@ -133,7 +133,9 @@ def main():
                                  ("rotation + K smoothing, per-block", dict(per_block=128, smooth_k=True), "default"),
                                  ("per-block, no rotation", dict(per_block=128, rotate=False), "default"),
                                  ("rotation, per-block, fp16 P", dict(per_block=128), "fp16"),
-                                 ("rotation, per-head factors, fp16 scores", dict(scores="fp16"), "default")):
+                                 ("rotation, per-head factors, fp16 scores", dict(scores="fp16"), "default"),
+                                 ("rotation, per-block 384, fp16 scores", dict(per_block=384, scores="fp16"),
+                                  "default")):
             out = fp.attention(**fp.quantize_qkv(q, k, v, **options), causal=True, probabilities=p)
             rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
                          "end_to_end": rel_l2(out, exact)})

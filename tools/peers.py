@@ -10,7 +10,7 @@ import math
 import torch
 
 import flashprefill as fp
-from flashprefill import prepare
+from flashprefill import fp8, prepare
 
 
 class PeerUnavailable(Exception):
@@ -54,28 +54,37 @@ def ours_fp8_f16_scores(x):
     return lambda: fp.attention(x["q8s"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
-def ours_fp8_blocks(x, block=128):
-    """The same inputs quantized with per-block power-of-two scales (`block` tokens x head dim, quantize_fp8)."""
+def _q_code_max(x, scores):
+    """The largest magnitude of q's codes for `scores` (float16 scores: their bound, fp8.f16_scores_q_code_max)."""
+    return fp8.f16_scores_q_code_max(x["q"].shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
+
+
+def ours_fp8_blocks(x, block=128, scores="fp32"):
+    """The same inputs quantized with per-block power-of-two scales (`block` tokens x head dim, quantize_fp8; q's
+    codes within float16 scores' bound where scores="fp16")."""
     out = _out(x)
-    (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block=block) for n in "qkv")
-    kw = dict(q_descale=qs, k_descale=ks, v_descale=vs)
+    (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block=block, code_max=_q_code_max(x, scores) if n == "q"
+                                                 else fp8.E4M3_MAX) for n in "qkv")
+    kw = dict(q_descale=qs, k_descale=ks, v_descale=vs, scores=scores)
     if not fp.supports(q, k, v, **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel with block scales for this shape")
     return lambda: fp.attention(q, k, v, causal=True, out=out, **kw)
 
 
-def ours_fp8_quantized(x, block=128):
-    """From the bf16 inputs each call: the GPU quantizer (q and k rotated, scales per `block` tokens), then
-    attention."""
+def ours_fp8_quantized(x, block=128, scores="fp32"):
+    """From the bf16 inputs each call: the GPU quantizer (q and k rotated, scales per `block` tokens; q's codes
+    within float16 scores' bound where scores="fp16"), then attention."""
     if x["q"].shape[-1] % 32 or x["q"].shape[-1] > 256:
         raise PeerUnavailable("the quantizer takes dims that are multiples of 32 up to 256")
     out = _out(x)
     signs = torch.from_numpy(prepare.rotation_signs(x["q"].shape[-1])).cuda()
+    q_code_max = _q_code_max(x, scores)
 
     def run():
-        (q, qs), (k, ks), (v, vs) = (fp.quantize_fp8(x[n], block, signs=s) for n, s in (("q", signs), ("k", signs),
-                                                                                         ("v", None)))
-        return fp.attention(q, k, v, causal=True, out=out, q_descale=qs, k_descale=ks, v_descale=vs)
+        q, qs = fp.quantize_fp8(x["q"], block, signs=signs, code_max=q_code_max)
+        k, ks = fp.quantize_fp8(x["k"], block, signs=signs)
+        v, vs = fp.quantize_fp8(x["v"], block)
+        return fp.attention(q, k, v, causal=True, out=out, q_descale=qs, k_descale=ks, v_descale=vs, scores=scores)
     return run
 
 

@@ -104,4 +104,5 @@ class QuantizeParams(ctypes.Structure):
         ("dim", ctypes.c_int32),
         ("block_tokens", ctypes.c_int32),
         ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
+        ("code_max", ctypes.c_float),  # 0 for 448
     ]

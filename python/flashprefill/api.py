@@ -197,17 +197,20 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     return True
 
 
-def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponents=None, stream=None):
+def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, codes=None, exponents=None,
+                 stream=None):
     """Per-block power-of-two FP8 quantization on the GPU (flashprefill_quantize): x ≈ codes · 2^exponents[b, h,
     token // block], after an optional rotation and smoothing of each token row: y = H diag(signs) (x - subtract).
 
     x: bfloat16 or float32 device array (batch, seq, heads, dim), CuPy or torch; dim a multiple of 32 up to 256.
     signs: None, or float32 device array (dim,) of +1 / -1 (prepare.rotation_signs); the same for q and k.
     subtract: None, or float32 device array (batch, heads, dim), contiguous (prepare.key_mean, for k).
+    code_max: the largest magnitude of the codes, a normal e4m3 value (448; fp8.f16_scores_q_code_max(dim) for q
+    with float16 scores).
     codes, exponents: optional outputs to write (float8_e4m3fn (batch, seq, heads, dim), any strides the ABI
     takes; int8 (batch, heads, ceil(seq / block)), contiguous); by default new arrays of x's library.
     Returns (codes, BlockScales(exponents, block)); pass the BlockScales as the tensor's descale.
-    Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block). Enqueued on `stream`
+    Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block, code_max). Enqueued on `stream`
     (default: the current stream of x's library).
     """
     with _library_call(x, "x", stream) as (library, device, handle, keep):
@@ -242,7 +245,8 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, codes=None, exponen
             extra[name] = tensor.ptr
         _check_same_device(keep, device, "x")
         params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=seqlen, heads=heads,
-                                dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], **extra)
+                                dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], code_max=code_max,
+                                **extra)
         for prefix, strides in (("x", xt.strides), ("codes", ct.strides)):
             for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
                 setattr(params, f"{prefix}_stride_{axis}", stride)
@@ -259,32 +263,30 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
     per_block=None: FlashAttention-3-style factors, one per (batch, kv head), computed with CuPy
     (prepare.quantize_qkv). per_block=tokens: BlockScales from the library's GPU quantizer (quantize_fp8, the
     rotation fused into it); inputs that are neither bfloat16 nor float32 are rounded to float32 first.
-    scores="fp16" (factors only): q's codes within the bound of attention's float16 scores (±1.125 at dim 128,
-    ±0.75 at 192; its descale = amax / bound) and scores="fp16" in the dict, so that attention(**prepared) takes them.
+    scores="fp16": q's codes within the bound of attention's float16 scores (±1.125 at dim 128, ±0.75 at 192: its
+    factor amax / bound, or its blocks' exponents for that bound) and scores="fp16" in the dict, so that
+    attention(**prepared) takes them.
     """
     if scores not in _SCORES:
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
-    if scores == "fp16" and per_block is not None:
-        raise ValueError("quantize_qkv(scores='fp16') takes factors (per_block=None): the block quantizer puts codes "
-                         "up to 448")
+    q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
+    out = {"scores": scores} if scores == "fp16" else {}
     if per_block is not None:
         signs = _like(prepare.rotation_signs(q.shape[-1], seed), q) if rotate else None
-        out = {}
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not _is_dtype(x, ("bfloat16", "float32")):
                 x = x.float() if _arrays.is_torch(x) else x.astype("float32")
             mean = _key_mean(x) if name == "k" and smooth_k else None
             out[name], out[f"{name}_descale"] = quantize_fp8(x, per_block, signs=None if name == "v" else signs,
-                                                             subtract=mean)
+                                                             subtract=mean,
+                                                             code_max=q_code_max if name == "q" else fp8.E4M3_MAX)
         return out
     torch_inputs = _arrays.is_torch(q)
     if torch_inputs:
         import cupy
         import torch
         q, k, v = (cupy.from_dlpack(x) for x in (q, k, v))
-    q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
     prepared = prepare.quantize_qkv(q, k, v, rotate=rotate, smooth_k=smooth_k, seed=seed, q_code_max=q_code_max)
-    out = {"scores": scores} if scores == "fp16" else {}
     for name in "qkv":
         codes, descale = prepared[name], prepared[f"{name}_descale"]
         if torch_inputs:

@@ -83,14 +83,16 @@ def block_scales(exponents, seqlen, block_tokens):
     return xp.ldexp(1.0, exponents.astype(xp.int32)[:, :, token_block]).transpose(0, 2, 1)
 
 
-def quantize_blocks(x, block_tokens=128):
+def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     """Per-block power-of-two quantization: x ≈ e4m3_decode(codes) · 2^e.
 
     x: float (batch, seq, heads, dim), rounded to float32 first (exact for bf16/fp16/fp32 inputs).
+    code_max: the largest magnitude of the codes, a normal e4m3 value (448; f16_scores_q_code_max(dim) for q with
+    float16 scores).
     Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
     one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
-    e is the smallest integer with amax/2^e <= 448, so the block's largest magnitude lands in (224, 448],
-    clamped to [-127, 127], except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a
+    e is the smallest integer with amax/2^e <= code_max, so the block's largest magnitude lands in
+    (code_max/2, code_max], clamped to [-127, 127], except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a
     block further below its head's largest is quantized at that floor, which loses only values under 2^-55 of
     the head's largest magnitude (the Hopper kernel keeps O in units of the current v block, exact within that
     span). Blocks that are all zero take their head's largest exponent (0 if none), blocks holding inf/NaN
@@ -104,9 +106,13 @@ def quantize_blocks(x, block_tokens=128):
     padded = xp.zeros((batch, n_blocks * block_tokens, heads, dim), dtype=xp.float32)
     padded[:, :seqlen] = xp.abs(x32)
     amax = padded.reshape(batch, n_blocks, block_tokens, heads, dim).max(axis=(2, 4)).transpose(0, 2, 1)
-    # amax = f·2^k, f in [0.5, 1), and 448 = 0.875·2^9: amax <= 448·2^e  <=>  e >= k - 9 + (f > 0.875).
+    # amax = f·2^k and code_max = g·2^c, f and g in [0.5, 1): amax <= code_max·2^e  <=>  e >= k - c + (f > g).
+    if code_max not in _E4M3_VALUES[(_E4M3_VALUES >= 2.0**-6) & (_E4M3_VALUES <= E4M3_MAX)]:
+        raise ValueError(f"code_max must be a normal e4m3 value in [2^-6, 448], got {code_max!r}")
+    code_fraction, code_power = np.frexp(np.float64(code_max))
     fraction, power = xp.frexp(amax.astype(xp.float64))
-    exponent = xp.clip(power.astype(xp.int32) - 9 + (fraction > 0.875).astype(xp.int32), -127, 127)
+    exponent = xp.clip(power.astype(xp.int32) - int(code_power) + (fraction > code_fraction).astype(xp.int32),
+                       -127, 127)
     regular = (amax > 0) & xp.isfinite(amax)
     head_max = xp.where(regular, exponent, -(1 << 30)).max(axis=2, keepdims=True)
     head_max = xp.where(regular.any(axis=2, keepdims=True), head_max, 0)

@@ -92,13 +92,11 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
     per_block: None for FlashAttention-3-style factors, one per (batch, kv head), q's shared by the query heads
         of a group (what every kernel takes); or a token count for per-block power-of-two scales
         (fp8.quantize_blocks; what flashprefill_quantize computes on the GPU).
-    q_code_max: the largest magnitude of q's codes with factors (fp8.f16_scores_q_code_max(dim) lets the Hopper
-        kernel take float16 scores); blocks take 448 only.
+    q_code_max: the largest magnitude of q's codes, an e4m3 value (fp8.f16_scores_q_code_max(dim) lets the Hopper
+        kernel take float16 scores).
     Returns a dict: q, k, v uint8 e4m3 codes of the inputs' shapes, and q_descale, k_descale, v_descale: float32
     (batch, heads_kv) factors, or (exponents, block_tokens) pairs for BlockScales.
     """
-    if per_block is not None and q_code_max != fp8.E4M3_MAX:
-        raise ValueError("q_code_max applies to factors (per_block=None); block scales put codes up to 448")
     xp = fp8.array_module(q)
     heads_kv = k.shape[2]
     signs = xp.asarray(rotation_signs(q.shape[-1], seed)) if rotate else None
@@ -106,12 +104,12 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
                    "v": transform(v)}
     out = {}
     for name, x in transformed.items():
+        code_max = q_code_max if name == "q" else fp8.E4M3_MAX
         if per_block is None:
             batch, seq, heads, dim = x.shape
-            code_max = q_code_max if name == "q" else fp8.E4M3_MAX
             codes, descale = fp8.quantize_per_head(x.reshape(batch, seq, heads_kv, heads // heads_kv * dim), code_max)
             out[name], out[f"{name}_descale"] = codes.reshape(x.shape), descale
         else:
-            codes, exponents = fp8.quantize_blocks(x, per_block)
+            codes, exponents = fp8.quantize_blocks(x, per_block, code_max)
             out[name], out[f"{name}_descale"] = codes, (exponents, per_block)
     return out
