@@ -73,29 +73,40 @@ struct TransposeLanes {
 
 // Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
 // 1024-byte aligned, as above). Called by every transposing thread.
+// Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
+// 1024-byte aligned, as above). Called by every transposing thread. The matrix loads and stores are volatile asm
+// with memory clobbers, so they run in program order: kLoadsAhead tasks' loads are issued before the first of their
+// permutes, which would otherwise wait out each load's latency alone. At 192 keys two (the float16-score kernel
+// waited on V^T in 11% of its consumers' loop samples, with the converting warps busy 90% of the time; two loads in
+// flight: +2-3% for that kernel, bench/NOTES.md); four spill in the producer warpgroup's 40 registers, and so do two at
+// 128 keys.
 template <int kKeys>
 __device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes<kKeys> &lanes)
 {
     constexpr uint32_t kGroupBytes = 32 * 128;  // one 32-key group of V rows
-    auto task = [&](uint32_t chunk, uint32_t group, uint32_t position_xor) {
-        uint32_t x[4];
-        ptx::ldmatrix_x4_trans(x, (v + lanes.load + group * kGroupBytes) ^ (chunk << 4));
-        const uint32_t y[4] = {ptx::prmt(x[0], x[1], lanes.select[0]), ptx::prmt(x[0], x[1], lanes.select[1]),
-                               ptx::prmt(x[2], x[3], lanes.select[0]), ptx::prmt(x[2], x[3], lanes.select[1])};
-        ptx::stmatrix_x4((vt + lanes.store + chunk * lanes.chunk_bytes) ^ position_xor, y);
+    constexpr int kTasks = 16, kLoadsAhead = kKeys == 192 ? 2 : 1;
+    static_assert(kTasks % kLoadsAhead == 0, "whole batches of tasks");
+    // Task t (32 keys x 16 dims): V's column chunk, its key group and the XOR of its positions within V^T's row.
+    // 128 keys: the warp's two chunks, all four groups; 192: all eight chunks, the warp's two groups.
+    auto chunk_of = [&](int t) { return kKeys == 128 ? lanes.first + t / 4 : static_cast<uint32_t>(t / 2); };
+    auto group_of = [&](int t) { return kKeys == 128 ? static_cast<uint32_t>(t % 4) : lanes.first + t % 2; };
+    auto position_xor_of = [&](int t) {
+        return kKeys == 128 ? static_cast<uint32_t>(t % 4) << 5 : lanes.group_xor ^ static_cast<uint32_t>(t % 2) << 5;
     };
-    if constexpr (kKeys == 128) {
 #pragma unroll
-        for (uint32_t half = 0; half < 2; ++half)
+    for (int t0 = 0; t0 < kTasks; t0 += kLoadsAhead) {
+        uint32_t x[kLoadsAhead][4];
 #pragma unroll
-            for (uint32_t g = 0; g < 4; ++g)
-                task(lanes.first + half, g, g << 5);
-    } else {
+        for (int b = 0; b < kLoadsAhead; ++b)
+            ptx::ldmatrix_x4_trans(x[b], (v + lanes.load + group_of(t0 + b) * kGroupBytes) ^ (chunk_of(t0 + b) << 4));
 #pragma unroll
-        for (uint32_t chunk = 0; chunk < 8; ++chunk)
-#pragma unroll
-            for (uint32_t g = 0; g < 2; ++g)
-                task(chunk, lanes.first + g, lanes.group_xor ^ (g << 5));
+        for (int b = 0; b < kLoadsAhead; ++b) {
+            const uint32_t y[4] = {ptx::prmt(x[b][0], x[b][1], lanes.select[0]),
+                                   ptx::prmt(x[b][0], x[b][1], lanes.select[1]),
+                                   ptx::prmt(x[b][2], x[b][3], lanes.select[0]),
+                                   ptx::prmt(x[b][2], x[b][3], lanes.select[1])};
+            ptx::stmatrix_x4((vt + lanes.store + chunk_of(t0 + b) * lanes.chunk_bytes) ^ position_xor_of(t0 + b), y);
+        }
     }
 }
 
