@@ -84,10 +84,10 @@ template <int kKeys>
 __device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes<kKeys> &lanes)
 {
     constexpr uint32_t kGroupBytes = 32 * 128;  // one 32-key group of V rows
-    constexpr int kTasks = 16, kLoadsAhead = kKeys == 192 ? 2 : 1;
-    static_assert(kTasks % kLoadsAhead == 0, "whole batches of tasks");
     // Task t (32 keys x 16 dims): V's column chunk, its key group and the XOR of its positions within V^T's row.
-    // 128 keys: the warp's two chunks, all four groups; 192: all eight chunks, the warp's two groups.
+    // 128 keys: the warp's two chunks, all four groups (8 tasks); 192: all eight chunks, the warp's two groups (16).
+    constexpr int kTasks = kKeys == 128 ? 2 * 4 : 8 * 2, kLoadsAhead = kKeys == 192 ? 2 : 1;
+    static_assert(kTasks % kLoadsAhead == 0, "whole batches of tasks");
     auto chunk_of = [&](int t) { return kKeys == 128 ? lanes.first + t / 4 : static_cast<uint32_t>(t / 2); };
     auto group_of = [&](int t) { return kKeys == 128 ? static_cast<uint32_t>(t % 4) : lanes.first + t % 2; };
     auto position_xor_of = [&](int t) {
