@@ -72,8 +72,6 @@ struct TransposeLanes {
 };
 
 // Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
-// 1024-byte aligned, as above). Called by every transposing thread.
-// Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
 // 1024-byte aligned, as above). Called by every transposing thread. The matrix loads and stores are volatile asm
 // with memory clobbers, so they run in program order: kLoadsAhead tasks' loads are issued before the first of their
 // permutes, which would otherwise wait out each load's latency alone. At 192 keys two (the float16-score kernel

@@ -92,10 +92,10 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
     one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
     e is the smallest integer with amax/2^e <= code_max, so the block's largest magnitude lands in
-    (code_max/2, code_max], clamped to [-127, 127], except that the exponents of one (batch, head) span at most EXPONENT_SPAN (64): a
-    block further below its head's largest is quantized at that floor, which loses only values under 2^-55 of
-    the head's largest magnitude (the Hopper kernel keeps O in units of the current v block, exact within that
-    span). Blocks that are all zero take their head's largest exponent (0 if none), blocks holding inf/NaN
+    (code_max/2, code_max], clamped to [-127, 127], except that the exponents of one (batch, head) span at most
+    EXPONENT_SPAN (64): a block further below its head's largest is quantized at that floor, which loses only values
+    under 2^-55 of the head's largest magnitude (the Hopper kernel keeps O in units of the current v block, exact
+    within that span). Blocks that are all zero take their head's largest exponent (0 if none), blocks holding inf/NaN
     e = 0. Dividing by 2^e is done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only error.
     The library's GPU quantizer (flashprefill_quantize) computes the same bits.
     """
