@@ -108,7 +108,7 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
     (An attempt to wait for P.V one iteration later let ptxas put softmax temporaries in P's registers while
     the P.V still read them: NaN on the GPU, caught here too.)"""
     lines = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s+", "", line.split(";")[0]) for line in _kernel(sass, dtype).splitlines()
-             if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+             if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
     races = []
     for i, line in enumerate(lines):
         match = re.match(r"(?:@!?P\d\s+)?[QH]GMMA\.\S+\s+R\d+,\s+R(\d+),", line)
@@ -140,7 +140,7 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
     either way the two no longer overlap, with correct results, so only the machine code shows it."""
     markers = SOFTMAX[dtype.split()[0]]
     lines = [line.split(";")[0] for line in _kernel(sass, dtype).splitlines()
-             if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+             if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
     windows, inside = [], None
     for line in lines:
         if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
@@ -154,3 +154,16 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
     assert windows, f"{dtype}: no wait_group 1 ... wait_group 0 window"
     short = [w for w in windows if not any(n >= per_tile for n, (_, per_tile) in zip(w, markers))]
     assert not short, f"{dtype}: softmax instructions {markers} between the waits: {windows}"
+
+
+@pytest.mark.parametrize("dtype", [k for k in KERNELS if k.split()[0] in ("fp8-kv192", "fp8-f16s")])
+def test_transposer_loads_ahead(sass, dtype):
+    """At 192 keys the V transposer issues its matrix loads (LDSM.16.MT88.4) two at a time, before the permutes and
+    stores of either (fp8_transpose.cuh, kLoadsAhead): one at a time, each permute waited out its own load, and the
+    consumers waited for V^T (bench/NOTES.md v14). Of the 16 loads per tile, at least 8 are followed by another
+    load before any permute or store."""
+    ops = [op for line in _kernel(sass, dtype).splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)
+           for op in ("LDSM.16.MT88.4", "PRMT", "STSM") if op in line.split(";")[0]]
+    loads = ops.count("LDSM.16.MT88.4")
+    ahead = sum(1 for a, b in zip(ops, ops[1:]) if a == b == "LDSM.16.MT88.4")
+    assert loads >= 16 and ahead >= loads // 2, f"{dtype}: {ahead} of {loads} matrix loads issued ahead"
