@@ -122,8 +122,9 @@ typedef struct flashprefill_params {
  * far below e4m3's 2^-4), in a fixed order of butterflies. Per
  * block of block_tokens tokens x dim of one head (the last may be short), e is the smallest integer with
  * max |y| <= code_max * 2^e, clamped to [-127, 127] and raised to at least the head's largest e minus 64 (the
- * Hopper kernel keeps O exact within that span); a block of zeros takes its head's largest e, a block holding
- * inf or NaN e = 0. codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. code_max is
+ * Hopper kernel keeps O exact within that span); a block of zeros takes its head's largest e; a block holding
+ * inf or NaN takes e = 0 before that floor (it counts toward the head's largest e and is raised like the others).
+ * codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. code_max is
  * 448, or smaller for q's codes where the attention takes float16 scores (1.125 at dim_qk 128, 0.75 at 192: see
  * FLASHPREFILL_SCORES_FP16). The numpy model, bit for bit: flashprefill.prepare.transform then
  * flashprefill.fp8.quantize_blocks. */

@@ -109,6 +109,19 @@ def test_block_exponent_rules():
     assert exponents.tolist() == [[[-8, -8, -72], [-127, -127, -127], [0, 0, 0]]]
 
 
+def test_nonfinite_blocks_count_as_zero():
+    """A block holding inf or NaN takes e = 0 before the span floor: it counts toward its head's largest exponent and
+    is raised like the others (the GPU quantizer's rule: cuda/quantize.cu finish_exponents)."""
+    x = np.zeros((1, 12, 2, 32), np.float32)
+    x[0, 0:4, 0] = 2.0**80       # head 0: e = 72
+    x[0, 4:8, 0, 3] = np.inf     # inf: 0, raised to 72 - 64
+    x[0, 0:4, 1, 1] = np.nan     # head 1: NaN counts as 0, so the head's largest is 0 ...
+    x[0, 4:8, 1] = 1.0           # ... above this block's -8, and the zero blocks take 0
+    codes, exponents = fp8.quantize_blocks(x, block_tokens=4)
+    assert exponents.tolist() == [[[72, 8, 72], [0, -8, 0]]]
+    assert codes[0, 4, 0, 3] == fp8.E4M3_MAX_CODE and codes[0, 0, 1, 1] == fp8.E4M3_NAN_CODE
+
+
 def test_block_exponents_for_a_smaller_code_max(rng):
     """code_max = 1.125 (q's codes for float16 scores at dim 128): e is the smallest integer with amax <= 1.125 *
     2^e (boundaries exact), and every block's codes reach code_max / 2 (rounding may land on it) but never pass

@@ -85,6 +85,20 @@ def test_special_blocks():
     np.testing.assert_array_equal(codes, model_codes)
 
 
+def test_nonfinite_blocks_count_as_zero():
+    """A head whose largest exponent exceeds 64 with an inf block (raised to that minus 64), and one with a NaN block
+    above its finite ones (its zero blocks take 0): exponents and codes as the model's."""
+    x = np.zeros((1, 12, 2, 32), np.float32)
+    x[0, 0:4, 0] = 2.0**80
+    x[0, 4:8, 0, 3] = np.inf
+    x[0, 0:4, 1, 1] = np.nan
+    x[0, 4:8, 1] = 1.0
+    codes, exponents = _run(torch.from_numpy(x).cuda(), 4)
+    model_codes, model_exponents = fp8.quantize_blocks(x, 4)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+
+
 def test_strided_input():
     """k as a view into a packed (batch, seq, heads_q + 2 heads_kv, dim) qkv buffer."""
     qkv = torch.randn(2, 257, 8 + 2 * 2, 128, device="cuda").to(torch.bfloat16)

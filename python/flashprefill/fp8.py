@@ -95,8 +95,10 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     (code_max/2, code_max], clamped to [-127, 127], except that the exponents of one (batch, head) span at most
     EXPONENT_SPAN (64): a block further below its head's largest is quantized at that floor, which loses only values
     under 2^-55 of the head's largest magnitude (the Hopper kernel keeps O in units of the current v block, exact
-    within that span). Blocks that are all zero take their head's largest exponent (0 if none), blocks holding inf/NaN
-    e = 0. Dividing by 2^e is done in float64 and is exact; the e4m3 rounding (e4m3_encode) is the only error.
+    within that span). Blocks that are all zero take their head's largest exponent (0 if none); blocks holding inf/NaN
+    take e = 0 before the span floor, i.e. they count toward the head's largest exponent and are raised like the
+    others (as the GPU quantizer does). Dividing by 2^e is done in float64 and is exact; the e4m3 rounding
+    (e4m3_encode) is the only error.
     The library's GPU quantizer (flashprefill_quantize) computes the same bits.
     """
     xp = array_module(x)
@@ -113,11 +115,11 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     fraction, power = xp.frexp(amax.astype(xp.float64))
     exponent = xp.clip(power.astype(xp.int32) - int(code_power) + (fraction > code_fraction).astype(xp.int32),
                        -127, 127)
-    regular = (amax > 0) & xp.isfinite(amax)
-    head_max = xp.where(regular, exponent, -(1 << 30)).max(axis=2, keepdims=True)
-    head_max = xp.where(regular.any(axis=2, keepdims=True), head_max, 0)
-    exponent = xp.where(regular, xp.maximum(exponent, head_max - EXPONENT_SPAN),
-                        xp.where(amax == 0, head_max, 0))
+    exponent = xp.where(xp.isfinite(amax), exponent, 0)  # inf or NaN in the block (NaN != 0 below)
+    counted = amax != 0
+    head_max = xp.where(counted, exponent, -(1 << 30)).max(axis=2, keepdims=True)
+    head_max = xp.where(counted.any(axis=2, keepdims=True), head_max, 0)
+    exponent = xp.where(counted, xp.maximum(exponent, head_max - EXPONENT_SPAN), head_max)
     exponents = xp.ascontiguousarray(exponent.astype(xp.int8))  # contiguous, as BlockScales takes them
     scaled = x32.astype(xp.float64) / block_scales(exponents, seqlen, block_tokens)[..., None]
     return e4m3_encode(scaled.astype(xp.float32)), exponents
