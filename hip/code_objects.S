@@ -37,4 +37,13 @@ fp_gfx950_fwd_fp8_qk192_co:
     .globl fp_gfx950_fwd_fp8_qk192_co_size
 fp_gfx950_fwd_fp8_qk192_co_size:
     .quad .Lfwd_fp8_qk192_co_end - fp_gfx950_fwd_fp8_qk192_co
+    .balign 64
+    .globl fp_gfx950_quantize_co
+fp_gfx950_quantize_co:
+    .incbin "build/gfx950/quantize.co"
+.Lquantize_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_co_size
+fp_gfx950_quantize_co_size:
+    .quad .Lquantize_co_end - fp_gfx950_quantize_co
     .section .note.GNU-stack,"",@progbits

@@ -134,14 +134,6 @@ static flashprefill_status launch_fwd_fp8_qk192(const flashprefill_params *p, vo
     return launch_fwd(p, stream, FP_GFX950_FWD_FP8_QK192);
 }
 
-flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
-{
-    (void)p;
-    (void)stream;
-    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 library has no quantizer kernel; "
-                   "flashprefill.fp8.quantize_blocks computes the same codes with numpy or CuPy");
-}
-
 const fp_kernel_entry fp_backend_kernels[] = {
     {"gfx950_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_DEFAULT, check_limits,

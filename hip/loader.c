@@ -22,6 +22,7 @@ static const struct {
     [FP_GFX950_FWD_BF16_QK192] = {"fwd_bf16_qk192", fp_gfx950_fwd_bf16_qk192_co, &fp_gfx950_fwd_bf16_qk192_co_size},
     [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
     [FP_GFX950_FWD_FP8_QK192] = {"fwd_fp8_qk192", fp_gfx950_fwd_fp8_qk192_co, &fp_gfx950_fwd_fp8_qk192_co_size},
+    [FP_GFX950_QUANTIZE] = {"quantize", fp_gfx950_quantize_co, &fp_gfx950_quantize_co_size},
 };
 
 typedef struct loaded {

@@ -11,6 +11,7 @@ typedef enum fp_gfx950_kernel {
     FP_GFX950_FWD_BF16_QK192,
     FP_GFX950_FWD_FP8_HD128,
     FP_GFX950_FWD_FP8_QK192,
+    FP_GFX950_QUANTIZE,
     FP_GFX950_KERNEL_COUNT
 } fp_gfx950_kernel;
 

@@ -29,6 +29,7 @@ def lib():
     lib = ctypes.CDLL(str(LIBRARY))
     lib.flashprefill_supports.restype = ctypes.c_int
     lib.flashprefill_forward.restype = ctypes.c_int
+    lib.flashprefill_quantize.restype = ctypes.c_int
     lib.flashprefill_last_error.restype = ctypes.c_char_p
     lib.fp_code_object_resources.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
                                              ctypes.POINTER(Resources)]
@@ -95,7 +96,36 @@ def test_forward_without_rocm_is_a_clean_status(lib):
     assert lib.flashprefill_forward(ctypes.byref(params()), None) == Status.ERROR_NO_DEVICE  # same answer again
 
 
-@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"])
+def quantize_params(dim=128, x_dtype=DType.FP32):
+    from flashprefill._params import QuantizeParams
+    p = QuantizeParams(x=0x7F0000000000, codes=0x7F1000000000, exponents=0x7F2000000000, batch=2, seqlen=300,
+                       heads=4, dim=dim, block_tokens=128, x_dtype=x_dtype)
+    for prefix in ("x", "codes"):
+        for axis, stride in (("batch", 300 * 4 * dim), ("seq", 4 * dim), ("head", dim), ("dim", 1)):
+            setattr(p, f"{prefix}_stride_{axis}", stride)
+    return p
+
+
+@pytest.mark.parametrize("dim, status, message", [
+    (64, Status.ERROR_NOT_SUPPORTED, b"the gfx950 quantizer takes dim 128 or 192, got 64"),
+    (144, Status.ERROR_NOT_SUPPORTED, b"multiple of 32 up to 256, got 144"),  # the shared validation first
+])
+def test_quantize_refusals(lib, dim, status, message):
+    assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == status
+    assert message in lib.flashprefill_last_error()
+
+
+@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
+                    reason="a HIP runtime is installed here")
+@pytest.mark.parametrize("dim", [128, 192])
+def test_quantize_without_rocm_is_a_clean_status(lib, dim):
+    """dims 128 and 192 have the quantizer kernel: without ROCm they stop at loading it."""
+    assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == Status.ERROR_NO_DEVICE
+    assert b"libamdhip64.so could not be loaded" in lib.flashprefill_last_error()
+
+
+@pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
+                                    "quantize"])
 def test_descriptor_resources_match_metadata(lib, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()
@@ -107,7 +137,8 @@ def test_descriptor_resources_match_metadata(lib, kernel):
         declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
         assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
     k_tail = 4096 if "qk192" in kernel else 0  # K's dims 128-191 (fwd_contract.inc)
-    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == (3 * (16384 + k_tail), 0, 232)  # 3 KV tile buffers
+    expected = (0, 0, 112) if kernel == "quantize" else (3 * (16384 + k_tail), 0, 232)  # fwd: 3 KV tile buffers
+    assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == expected
     assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 

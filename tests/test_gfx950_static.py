@@ -1,6 +1,7 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h, the resources in the code object metadata against the kernel's
-own register map, the instruction mix, and the MFMA hazard lint (tools/gfx950_lint.py)."""
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize),
+the resources in the code object metadata against the kernel's own register map, the instruction mix, and the
+MFMA hazard lint (tools/gfx950_lint.py)."""
 import pathlib
 import re
 import shutil
@@ -16,7 +17,9 @@ import gfx950_lint  # noqa: E402
 TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                                 reason="needs clang-22, lld-22 and llvm-22 (apt-get install clang-22 lld-22 llvm-22)")
-KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
+ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
+KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
+assert "quantize" in ALL_KERNELS and len(ALL_KERNELS) == len(KERNELS) + 1, ALL_KERNELS
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
 KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", "q_stride_batch", "k_stride_seq",
@@ -28,6 +31,10 @@ KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", 
                   "v_descale_stride_head", "q_exponents", "k_exponents", "v_exponents", "q_block_tokens",
                   "k_block_tokens", "v_block_tokens", "q_blocks_per_head", "k_blocks_per_head",
                   "v_blocks_per_head"]
+QUANTIZE_KERNARG_FIELDS = ["x", "codes", "exponents", "signs", "subtract", "x_stride_batch", "codes_stride_batch",
+                           "x_stride_seq", "x_stride_head", "codes_stride_seq", "codes_stride_head", "seqlen",
+                           "heads", "block_tokens", "blocks", "dim", "x_fp32", "code_max_exponent",
+                           "code_max_mantissa", "phase", "reserved"]
 
 
 def code_object(name):
@@ -51,7 +58,7 @@ def assembly_sets(name):
     return {m.group(1): int(m.group(2), 0) for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*$", text, re.M)}
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", ALL_KERNELS)
 def test_register_names_do_not_share_a_register(name):
     """Every SGPR / VGPR name of the kernel and its includes (`.set` / `.equiv` to a number) names its own
     register. (The fp8 kernel once put its score scale in the SGPR of the wave index, which the ping-pong's
@@ -65,18 +72,15 @@ def test_register_names_do_not_share_a_register(name):
         assert not shared, f"{name}: {kind.upper()}GPRs named twice: {shared}"
 
 
-@pytest.fixture(scope="module")
-def c_kernarg(tmp_path_factory):
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler")
-    tmp = tmp_path_factory.mktemp("kernarg")
-    body = "\n".join(f'    printf("{f} %zu\\n", offsetof(fp_gfx950_fwd_kernarg, {f}));' for f in KERNARG_FIELDS)
+def _c_offsets(tmp, header, struct, fields):
+    """offsetof each field of `struct` in hip/<header>, and its sizeof, from a compiled C program."""
+    body = "\n".join(f'    printf("{f} %zu\\n", offsetof({struct}, {f}));' for f in fields)
     (tmp / "k.c").write_text(f"""#include <stddef.h>
 #include <stdio.h>
-#include "fwd_kernarg.h"
+#include "{header}"
 int main(void) {{
 {body}
-    printf("size %zu\\n", sizeof(fp_gfx950_fwd_kernarg));
+    printf("size %zu\\n", sizeof({struct}));
     return 0;
 }}
 """)
@@ -85,11 +89,22 @@ int main(void) {{
     return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
 
 
+@pytest.fixture(scope="module")
+def c_kernarg(tmp_path_factory):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    return _c_offsets(tmp_path_factory.mktemp("kernarg"), "fwd_kernarg.h", "fp_gfx950_fwd_kernarg", KERNARG_FIELDS)
+
+
+def _declared_fields(header, struct):
+    text = (ROOT / "hip" / header).read_text()
+    body = text[text.index("typedef struct"):text.index(f"}} {struct}")]
+    return re.findall(r"\b(\w+)(?:,|;)", re.sub(r"/\*.*?\*/", "", body, flags=re.S))
+
+
 def test_every_kernarg_field_is_checked():
-    text = (ROOT / "hip" / "fwd_kernarg.h").read_text()
-    body = text[text.index("typedef struct"):text.index("} fp_gfx950_fwd_kernarg")]
-    declared = re.findall(r"\b(\w+)(?:,|;)", re.sub(r"/\*.*?\*/", "", body, flags=re.S))
-    assert declared == KERNARG_FIELDS
+    assert _declared_fields("fwd_kernarg.h", "fp_gfx950_fwd_kernarg") == KERNARG_FIELDS
+    assert _declared_fields("quantize_kernarg.h", "fp_gfx950_quantize_kernarg") == QUANTIZE_KERNARG_FIELDS
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -98,6 +113,15 @@ def test_kernarg_offsets_match_c(name, c_kernarg):
     for field in KERNARG_FIELDS:
         assert sets.get(f"karg_{field}") == c_kernarg[field], f"{name}: karg_{field}"
     assert sets["karg_size"] == c_kernarg["size"]
+
+
+def test_quantize_kernarg_offsets_match_c(tmp_path):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg", QUANTIZE_KERNARG_FIELDS)
+    sets = assembly_sets("quantize")
+    assert {f: sets.get(f"karg_{f}") for f in QUANTIZE_KERNARG_FIELDS} == {f: c[f] for f in QUANTIZE_KERNARG_FIELDS}
+    assert sets["karg_size"] == c["size"]
 
 
 def _metadata(path):
@@ -129,7 +153,20 @@ def test_descriptor_within_plan(name):
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
-@pytest.mark.parametrize("name", KERNELS)
+def test_quantize_descriptor_within_plan():
+    """The quantizer: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
+    from gfx950_emu import load_code_object
+    kd = load_code_object(str(code_object("quantize"))).kernel("quantize").descriptor
+    assert kd.agprs == 0 and kd.scratch_bytes == 0 and kd.lds_bytes == 0
+    assert assembly_sets("quantize")["v_end"] <= kd.vgprs <= VGPRS_PER_LANE
+    meta = _metadata(code_object("quantize"))
+    assert meta["max_flat_workgroup_size"] == 64
+    used_sgprs = max(int(m) for m in re.findall(r"\bs\[?(\d+)", "\n".join(
+        ops for _, _, ops in gfx950_lint.disassemble(str(code_object("quantize")))))) + 1
+    assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
+
+
+@pytest.mark.parametrize("name", ALL_KERNELS)
 def test_resources_within_plan(name):
     meta, sets = _metadata(code_object(name)), assembly_sets(name)
     assert meta["kernarg_segment_size"] == sets["karg_size"]
@@ -186,7 +223,7 @@ def test_fp8_kernel_is_exp_free(name):
     assert mnemonics.count("v_pk_fma_f32") == 16 and mnemonics.count("v_cvt_pk_f16_f32") == 16
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", ALL_KERNELS)
 def test_no_mfma_hazards(name):
     assert gfx950_lint.lint(gfx950_lint.disassemble(str(code_object(name)))) == []
 

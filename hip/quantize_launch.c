@@ -1,0 +1,63 @@
+/* The gfx950 backend's flashprefill_quantize: params -> fp_gfx950_quantize_kernarg -> two launches of
+ * asm/gfx950/quantize.s (phase 0: each block's own exponent; phase 1: the final exponents, then the codes), one
+ * wave per block of tokens of one head. Assembled and run in the functional emulator only, never on an MI355X.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "loader.h"
+#include "quantize_kernarg.h"
+
+enum { QUANTIZE_LANES = 64 };
+
+static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
+
+flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+{
+    if (p->dim != 128 && p->dim != 192)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes dim 128 or 192, got %d",
+                       (int)p->dim);
+    const int64_t elem = p->x_dtype == FLASHPREFILL_DTYPE_FP32 ? 4 : 2;
+    if (!fits_u32(p->x_stride_seq * elem) || !fits_u32(p->x_stride_head * elem) || !fits_u32(p->codes_stride_seq) ||
+        !fits_u32(p->codes_stride_head))
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes sequence and head strides "
+                       "below 4 GiB");
+    if (p->heads > 65535 || p->batch > 65535)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds the grid limit of 65535",
+                       (int)p->heads, (int)p->batch);
+    const fp_hip_api *api;
+    hipFunction_t fn;
+    flashprefill_status s = fp_hip_load(&api, FP_GFX950_QUANTIZE, &fn);
+    if (s)
+        return s;
+    int code_max_exponent = 0;
+    const float code_max = p->code_max == 0.0f ? 448.0f : p->code_max;
+    const float fraction = frexpf(code_max, &code_max_exponent);
+    uint32_t fraction_bits;
+    memcpy(&fraction_bits, &fraction, sizeof fraction_bits);
+    const int32_t blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
+    fp_gfx950_quantize_kernarg a = {
+        .x = (uint64_t)(uintptr_t)p->x, .codes = (uint64_t)(uintptr_t)p->codes,
+        .exponents = (uint64_t)(uintptr_t)p->exponents, .signs = (uint64_t)(uintptr_t)p->signs,
+        .subtract = (uint64_t)(uintptr_t)p->subtract,
+        .x_stride_batch = (uint64_t)(p->x_stride_batch * elem), .codes_stride_batch = (uint64_t)p->codes_stride_batch,
+        .x_stride_seq = (uint32_t)(p->x_stride_seq * elem), .x_stride_head = (uint32_t)(p->x_stride_head * elem),
+        .codes_stride_seq = (uint32_t)p->codes_stride_seq, .codes_stride_head = (uint32_t)p->codes_stride_head,
+        .seqlen = p->seqlen, .heads = p->heads, .block_tokens = p->block_tokens, .blocks = blocks, .dim = p->dim,
+        .x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32, .code_max_exponent = code_max_exponent,
+        .code_max_mantissa = fraction_bits & 0x7FFFFFu,
+    };
+    for (int32_t phase = 0; phase < 2; ++phase) {
+        a.phase = phase;
+        size_t size = sizeof a;
+        void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         FP_HIP_LAUNCH_PARAM_END};
+        const hipError_t err = api->ModuleLaunchKernel(fn, (unsigned)blocks, (unsigned)p->heads, (unsigned)p->batch,
+                                                       QUANTIZE_LANES, 1, 1, 0, (hipStream_t)stream, NULL, extra);
+        if (err != 0)
+            return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (quantize, phase %d): %s", (int)phase,
+                           api->GetErrorString(err));
+    }
+    return FLASHPREFILL_SUCCESS;
+}

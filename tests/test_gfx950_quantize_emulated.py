@@ -1,0 +1,141 @@
+"""The gfx950 quantizer (asm/gfx950/quantize.s) runs instruction by instruction in the functional emulator
+(tools/gfx950_emu) on small problems, against its numpy model bit for bit: fp8.quantize_blocks(prepare.transform(x,
+signs, subtract), block_tokens, code_max), as the Hopper quantizer is checked on the GPU (tests/test_quantize_gpu.py).
+Outputs are poisoned first. What this does not show: timing, and anything of the hardware the emulator does not
+model."""
+import ctypes
+import pathlib
+import re
+import shutil
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from flashprefill import fp8, prepare
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
+RNG = np.random.default_rng()
+POISON_CODE, POISON_EXPONENT = 0x7F, -128
+
+
+class Kernarg(ctypes.Structure):
+    # fp_gfx950_quantize_kernarg (hip/quantize_kernarg.h); offsets checked against the assembly's karg_* below
+    _fields_ = [("x", ctypes.c_uint64), ("codes", ctypes.c_uint64), ("exponents", ctypes.c_uint64),
+                ("signs", ctypes.c_uint64), ("subtract", ctypes.c_uint64),
+                ("x_stride_batch", ctypes.c_uint64), ("codes_stride_batch", ctypes.c_uint64),
+                ("x_stride_seq", ctypes.c_uint32), ("x_stride_head", ctypes.c_uint32),
+                ("codes_stride_seq", ctypes.c_uint32), ("codes_stride_head", ctypes.c_uint32),
+                ("seqlen", ctypes.c_int32), ("heads", ctypes.c_int32), ("block_tokens", ctypes.c_int32),
+                ("blocks", ctypes.c_int32), ("dim", ctypes.c_int32), ("x_fp32", ctypes.c_int32),
+                ("code_max_exponent", ctypes.c_int32), ("code_max_mantissa", ctypes.c_uint32),
+                ("phase", ctypes.c_int32), ("reserved", ctypes.c_uint32)]
+
+
+def _assembly_offsets():
+    text = (ROOT / "asm" / "gfx950" / "quantize.s").read_text()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
+
+
+def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=None):
+    """Runs both phases of the kernel on x (bf16 or float32 numpy, (batch, seq, heads, dim)); x_view: a strided
+    view of a larger array to read x from instead (its base goes to the device). Returns (codes uint8, exponents
+    int8) read back from poisoned outputs."""
+    from gfx950_emu import GlobalMemory, load_code_object, run_kernel
+    assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
+        {key: value for key, value in _assembly_offsets().items() if key != "size"}
+    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
+    src = x if x_view is None else x_view
+    batch, seq, heads, dim = src.shape
+    blocks = -(-seq // block_tokens)
+    mem = GlobalMemory()
+    base = src if x_view is None else x_view.base
+    x_addr = mem.alloc_array(np.ascontiguousarray(base))
+    codes = mem.alloc_array(np.full((batch, seq, heads, dim), POISON_CODE, np.uint8))
+    exponents = mem.alloc_array(np.full((batch, heads, blocks), POISON_EXPONENT, np.int8))
+    fraction, exponent = np.frexp(np.float32(code_max))
+    a = Kernarg(x=x_addr + (0 if x_view is None else x_view.__array_interface__["data"][0]
+                            - base.__array_interface__["data"][0]),
+                codes=codes, exponents=exponents,
+                signs=0 if signs is None else mem.alloc_array(np.asarray(signs, np.float32)),
+                subtract=0 if subtract is None else mem.alloc_array(np.ascontiguousarray(subtract, np.float32)),
+                seqlen=seq, heads=heads, block_tokens=block_tokens, blocks=blocks, dim=dim,
+                x_fp32=int(src.dtype == np.float32), code_max_exponent=int(exponent),
+                code_max_mantissa=int(np.float32(code_max).view(np.uint32) & 0x7FFFFF))
+    a.x_stride_batch, a.x_stride_seq, a.x_stride_head = src.strides[0], src.strides[1], src.strides[2]
+    a.codes_stride_batch, a.codes_stride_seq, a.codes_stride_head = seq * heads * dim, heads * dim, dim
+    co = load_code_object(str(ROOT / "build" / "gfx950" / "quantize.co"))
+    for phase in (0, 1):
+        a.phase = phase
+        run_kernel(co, "quantize", grid=(blocks, heads, batch), workgroup_size=64, kernarg=bytes(a), memory=mem)
+    return mem.read(codes, np.uint8, (batch, seq, heads, dim)), mem.read(exponents, np.int8, (batch, heads, blocks))
+
+
+def _uneven(rng, shape):
+    """N(0,1) times 2^-6..2^6 per 16 tokens and head, one channel 30x larger (as tests/test_quantize_gpu.py)."""
+    batch, seq, heads, dim = shape
+    x = rng.standard_normal(shape)
+    x *= np.exp2(rng.integers(-6, 7, (batch, (seq + 15) // 16, heads)))[:, np.arange(seq) // 16, :, None]
+    x[..., 3] *= 30
+    return x
+
+
+def _check(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=None):
+    codes, exponents = quantize(x, block_tokens, signs, subtract, code_max, x_view)
+    src = x if x_view is None else x_view
+    model_codes, model_exponents = fp8.quantize_blocks(
+        prepare.transform(np.asarray(src, np.float32), signs, subtract), block_tokens, code_max)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    mismatch = codes != model_codes
+    assert not mismatch.any(), (f"{mismatch.sum()} of {codes.size} codes differ, first at "
+                                f"{np.argwhere(mismatch)[0].tolist()}")
+
+
+@pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("dim", [128, 192])
+def test_bit_identical_to_the_model(dim, dtype, mode):
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    x = _uneven(rng, (2, 40, 2, dim)).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32)
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if mode != "plain" else None
+    subtract = prepare.key_mean(np.asarray(x, np.float64)) if mode == "rotate_smooth" else None
+    _check(x, 16, signs, subtract)
+
+
+@pytest.mark.parametrize("code_max", [1.125, 0.75, 2.0**-6])
+@pytest.mark.parametrize("dim", [128, 192])
+def test_code_max(dim, code_max):
+    """Smaller codes (q's for float16 scores): exponents for the bound, codes within it."""
+    rng = np.random.default_rng(int(RNG.integers(1 << 31)))
+    x = _uneven(rng, (1, 40, 2, dim)).astype(np.float32)
+    _check(x, 16, prepare.rotation_signs(dim, 3), code_max=code_max)
+    codes, _ = quantize(x, 16, prepare.rotation_signs(dim, 3), code_max=code_max)
+    assert np.abs(fp8.e4m3_decode(codes)).max() <= code_max
+
+
+def test_special_blocks():
+    """All-zero blocks and heads, inf and NaN (counted as exponent 0 in their head's largest), float32 subnormals
+    (exponents clamped at -127), a block 100 binades below its head (the span floor), a head above 2^64, and
+    values that round to e4m3 subnormals and to 448."""
+    x = np.random.default_rng(7).standard_normal((1, 48, 5, 128)).astype(np.float32)
+    x[0, 0:8, 0] = 0                  # head 0: a zero block among normal ones
+    x[0, 8:16, 1, 5] = np.inf         # head 1: inf and NaN in one block each
+    x[0, 16:24, 1, 9] = np.nan
+    x[0, 24:32, 1] = 0
+    x[0, 24:32, 2] *= 2.0**-100       # head 2: one block far below the others
+    x[0, 40:48, 2] *= 2.0**-20        # ... and codes down in e4m3's subnormals beside 448s
+    x[0, :, 3] = 1e-41 * (x[0, :, 3] > 0)  # head 3: float32 subnormals or zeros only
+    x[0, :, 4] *= 2.0**90             # head 4: exponents above 64, an inf block raised to the floor
+    x[0, 0:8, 4, 2] = -np.inf
+    _check(x, 8)
+
+
+def test_strided_input():
+    """k as a view into a packed (batch, seq, heads_q + 2 heads_kv, dim) qkv buffer, bf16."""
+    qkv = np.random.default_rng(int(RNG.integers(1 << 31))).standard_normal((2, 33, 8 + 2 * 2, 128))
+    qkv = qkv.astype(ml_dtypes.bfloat16)
+    _check(None, 16, x_view=qkv[:, :, 8:10])
