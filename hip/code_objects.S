@@ -38,12 +38,39 @@ fp_gfx950_fwd_fp8_qk192_co:
 fp_gfx950_fwd_fp8_qk192_co_size:
     .quad .Lfwd_fp8_qk192_co_end - fp_gfx950_fwd_fp8_qk192_co
     .balign 64
-    .globl fp_gfx950_quantize_co
-fp_gfx950_quantize_co:
-    .incbin "build/gfx950/quantize.co"
-.Lquantize_co_end:
+    .globl fp_gfx950_quantize_d64_co
+fp_gfx950_quantize_d64_co:
+    .incbin "build/gfx950/quantize_d64.co"
+.Lquantize_d64_co_end:
     .balign 8
-    .globl fp_gfx950_quantize_co_size
-fp_gfx950_quantize_co_size:
-    .quad .Lquantize_co_end - fp_gfx950_quantize_co
+    .globl fp_gfx950_quantize_d64_co_size
+fp_gfx950_quantize_d64_co_size:
+    .quad .Lquantize_d64_co_end - fp_gfx950_quantize_d64_co
+    .balign 64
+    .globl fp_gfx950_quantize_d128_co
+fp_gfx950_quantize_d128_co:
+    .incbin "build/gfx950/quantize_d128.co"
+.Lquantize_d128_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d128_co_size
+fp_gfx950_quantize_d128_co_size:
+    .quad .Lquantize_d128_co_end - fp_gfx950_quantize_d128_co
+    .balign 64
+    .globl fp_gfx950_quantize_d192_co
+fp_gfx950_quantize_d192_co:
+    .incbin "build/gfx950/quantize_d192.co"
+.Lquantize_d192_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d192_co_size
+fp_gfx950_quantize_d192_co_size:
+    .quad .Lquantize_d192_co_end - fp_gfx950_quantize_d192_co
+    .balign 64
+    .globl fp_gfx950_quantize_d256_co
+fp_gfx950_quantize_d256_co:
+    .incbin "build/gfx950/quantize_d256.co"
+.Lquantize_d256_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d256_co_size
+fp_gfx950_quantize_d256_co_size:
+    .quad .Lquantize_d256_co_end - fp_gfx950_quantize_d256_co
     .section .note.GNU-stack,"",@progbits

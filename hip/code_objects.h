@@ -17,8 +17,14 @@ extern const unsigned char fp_gfx950_fwd_fp8_hd128_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_hd128_co_size;
 extern const unsigned char fp_gfx950_fwd_fp8_qk192_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_qk192_co_size;
-extern const unsigned char fp_gfx950_quantize_co[];
-extern const uint64_t fp_gfx950_quantize_co_size;
+extern const unsigned char fp_gfx950_quantize_d64_co[];
+extern const uint64_t fp_gfx950_quantize_d64_co_size;
+extern const unsigned char fp_gfx950_quantize_d128_co[];
+extern const uint64_t fp_gfx950_quantize_d128_co_size;
+extern const unsigned char fp_gfx950_quantize_d192_co[];
+extern const uint64_t fp_gfx950_quantize_d192_co_size;
+extern const unsigned char fp_gfx950_quantize_d256_co[];
+extern const uint64_t fp_gfx950_quantize_d256_co_size;
 
 /* MI355X (gfx950) compute unit: LDS per workgroup, unified VGPR + AGPR file per lane of one wave. */
 #define FP_GFX950_LDS_BYTES (160 * 1024)

@@ -22,7 +22,10 @@ static const struct {
     [FP_GFX950_FWD_BF16_QK192] = {"fwd_bf16_qk192", fp_gfx950_fwd_bf16_qk192_co, &fp_gfx950_fwd_bf16_qk192_co_size},
     [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
     [FP_GFX950_FWD_FP8_QK192] = {"fwd_fp8_qk192", fp_gfx950_fwd_fp8_qk192_co, &fp_gfx950_fwd_fp8_qk192_co_size},
-    [FP_GFX950_QUANTIZE] = {"quantize", fp_gfx950_quantize_co, &fp_gfx950_quantize_co_size},
+    [FP_GFX950_QUANTIZE_D64] = {"quantize_d64", fp_gfx950_quantize_d64_co, &fp_gfx950_quantize_d64_co_size},
+    [FP_GFX950_QUANTIZE_D128] = {"quantize_d128", fp_gfx950_quantize_d128_co, &fp_gfx950_quantize_d128_co_size},
+    [FP_GFX950_QUANTIZE_D192] = {"quantize_d192", fp_gfx950_quantize_d192_co, &fp_gfx950_quantize_d192_co_size},
+    [FP_GFX950_QUANTIZE_D256] = {"quantize_d256", fp_gfx950_quantize_d256_co, &fp_gfx950_quantize_d256_co_size},
 };
 
 typedef struct loaded {

@@ -1,4 +1,4 @@
-/* Kernel arguments of the gfx950 quantizer (asm/gfx950/quantize.s), defined once here.
+/* Kernel arguments of the gfx950 quantizer (asm/gfx950/quantize.inc), defined once here.
  *
  * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_static.py
  * compiles this header and checks every offset and the total size against those lines.
@@ -18,12 +18,10 @@ typedef struct fp_gfx950_quantize_kernarg {
     uint32_t x_stride_seq, x_stride_head;
     uint32_t codes_stride_seq, codes_stride_head;
     int32_t seqlen, heads, block_tokens, blocks;
-    int32_t dim;                /* 128 or 192 */
     int32_t x_fp32;             /* 1: float32 x, 0: bf16 */
     int32_t code_max_exponent;  /* code_max = g 2^code_max_exponent, g in [0.5, 1) */
     uint32_t code_max_mantissa; /* g's float32 mantissa bits */
     int32_t phase;              /* 0: each block's own exponent; 1: the final exponents, then the codes */
-    uint32_t reserved;          /* 0; keeps the size a multiple of 8 */
-} fp_gfx950_quantize_kernarg;
+} fp_gfx950_quantize_kernarg;   /* the head dim is the kernel's own (quantize_d<dim>) */
 
 #endif /* FLASHPREFILL_GFX950_QUANTIZE_KERNARG_H */

@@ -1,6 +1,6 @@
 /* The gfx950 backend's flashprefill_quantize: params -> fp_gfx950_quantize_kernarg -> two launches of
- * asm/gfx950/quantize.s (phase 0: each block's own exponent; phase 1: the final exponents, then the codes), one
- * wave per block of tokens of one head. Assembled and run in the functional emulator only, never on an MI355X.
+ * asm/gfx950/quantize_d<dim>.s (phase 0: each block's own exponent; phase 1: the final exponents, then the codes),
+ * one wave per block of tokens of one head. Assembled and run in the functional emulator only, never on an MI355X.
  */
 #include <math.h>
 #include <string.h>
@@ -15,9 +15,16 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
 {
-    if (p->dim != 128 && p->dim != 192)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes dim 128 or 192, got %d",
+    fp_gfx950_kernel kernel;
+    switch (p->dim) {
+    case 64: kernel = FP_GFX950_QUANTIZE_D64; break;
+    case 128: kernel = FP_GFX950_QUANTIZE_D128; break;
+    case 192: kernel = FP_GFX950_QUANTIZE_D192; break;
+    case 256: kernel = FP_GFX950_QUANTIZE_D256; break;
+    default:
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes dim 64, 128, 192 or 256, got %d",
                        (int)p->dim);
+    }
     const int64_t elem = p->x_dtype == FLASHPREFILL_DTYPE_FP32 ? 4 : 2;
     if (!fits_u32(p->x_stride_seq * elem) || !fits_u32(p->x_stride_head * elem) || !fits_u32(p->codes_stride_seq) ||
         !fits_u32(p->codes_stride_head))
@@ -28,7 +35,7 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
                        (int)p->heads, (int)p->batch);
     const fp_hip_api *api;
     hipFunction_t fn;
-    flashprefill_status s = fp_hip_load(&api, FP_GFX950_QUANTIZE, &fn);
+    flashprefill_status s = fp_hip_load(&api, kernel, &fn);
     if (s)
         return s;
     int code_max_exponent = 0;
@@ -44,7 +51,7 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
         .x_stride_batch = (uint64_t)(p->x_stride_batch * elem), .codes_stride_batch = (uint64_t)p->codes_stride_batch,
         .x_stride_seq = (uint32_t)(p->x_stride_seq * elem), .x_stride_head = (uint32_t)(p->x_stride_head * elem),
         .codes_stride_seq = (uint32_t)p->codes_stride_seq, .codes_stride_head = (uint32_t)p->codes_stride_head,
-        .seqlen = p->seqlen, .heads = p->heads, .block_tokens = p->block_tokens, .blocks = blocks, .dim = p->dim,
+        .seqlen = p->seqlen, .heads = p->heads, .block_tokens = p->block_tokens, .blocks = blocks,
         .x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32, .code_max_exponent = code_max_exponent,
         .code_max_mantissa = fraction_bits & 0x7FFFFFu,
     };

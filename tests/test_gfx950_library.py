@@ -107,7 +107,7 @@ def quantize_params(dim=128, x_dtype=DType.FP32):
 
 
 @pytest.mark.parametrize("dim, status, message", [
-    (64, Status.ERROR_NOT_SUPPORTED, b"the gfx950 quantizer takes dim 128 or 192, got 64"),
+    (96, Status.ERROR_NOT_SUPPORTED, b"the gfx950 quantizer takes dim 64, 128, 192 or 256, got 96"),
     (144, Status.ERROR_NOT_SUPPORTED, b"multiple of 32 up to 256, got 144"),  # the shared validation first
 ])
 def test_quantize_refusals(lib, dim, status, message):
@@ -117,15 +117,15 @@ def test_quantize_refusals(lib, dim, status, message):
 
 @pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
                     reason="a HIP runtime is installed here")
-@pytest.mark.parametrize("dim", [128, 192])
+@pytest.mark.parametrize("dim", [64, 128, 192, 256])
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
-    """dims 128 and 192 have the quantizer kernel: without ROCm they stop at loading it."""
+    """The dims with a quantizer kernel: without ROCm they stop at loading it."""
     assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == Status.ERROR_NO_DEVICE
     assert b"libamdhip64.so could not be loaded" in lib.flashprefill_last_error()
 
 
 @pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
-                                    "quantize"])
+                                    "quantize_d64", "quantize_d128", "quantize_d192", "quantize_d256"])
 def test_descriptor_resources_match_metadata(lib, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()
@@ -137,7 +137,7 @@ def test_descriptor_resources_match_metadata(lib, kernel):
         declared = int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1))
         assert declared <= r.vgprs < declared + 8, f"metadata {declared} VGPRs, descriptor {r.vgprs} (granules of 8)"
     k_tail = 4096 if "qk192" in kernel else 0  # K's dims 128-191 (fwd_contract.inc)
-    expected = (0, 0, 112) if kernel == "quantize" else (3 * (16384 + k_tail), 0, 232)  # fwd: 3 KV tile buffers
+    expected = (0, 0, 104) if kernel.startswith("quantize") else (3 * (16384 + k_tail), 0, 232)  # fwd: 3 KV tiles
     assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == expected
     assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 

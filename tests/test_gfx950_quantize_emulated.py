@@ -1,4 +1,4 @@
-"""The gfx950 quantizer (asm/gfx950/quantize.s) runs instruction by instruction in the functional emulator
+"""The gfx950 quantizer (asm/gfx950/quantize.inc, one code object per head dim: quantize_d64 .. quantize_d256) runs instruction by instruction in the functional emulator
 (tools/gfx950_emu) on small problems, against its numpy model bit for bit: fp8.quantize_blocks(prepare.transform(x,
 signs, subtract), block_tokens, code_max), as the Hopper quantizer is checked on the GPU (tests/test_quantize_gpu.py).
 Outputs are poisoned first. What this does not show: timing, and anything of the hardware the emulator does not
@@ -30,13 +30,13 @@ class Kernarg(ctypes.Structure):
                 ("x_stride_seq", ctypes.c_uint32), ("x_stride_head", ctypes.c_uint32),
                 ("codes_stride_seq", ctypes.c_uint32), ("codes_stride_head", ctypes.c_uint32),
                 ("seqlen", ctypes.c_int32), ("heads", ctypes.c_int32), ("block_tokens", ctypes.c_int32),
-                ("blocks", ctypes.c_int32), ("dim", ctypes.c_int32), ("x_fp32", ctypes.c_int32),
+                ("blocks", ctypes.c_int32), ("x_fp32", ctypes.c_int32),
                 ("code_max_exponent", ctypes.c_int32), ("code_max_mantissa", ctypes.c_uint32),
-                ("phase", ctypes.c_int32), ("reserved", ctypes.c_uint32)]
+                ("phase", ctypes.c_int32)]
 
 
 def _assembly_offsets():
-    text = (ROOT / "asm" / "gfx950" / "quantize.s").read_text()
+    text = (ROOT / "asm" / "gfx950" / "quantize.inc").read_text()
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
 
 
@@ -62,15 +62,16 @@ def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=
                 codes=codes, exponents=exponents,
                 signs=0 if signs is None else mem.alloc_array(np.asarray(signs, np.float32)),
                 subtract=0 if subtract is None else mem.alloc_array(np.ascontiguousarray(subtract, np.float32)),
-                seqlen=seq, heads=heads, block_tokens=block_tokens, blocks=blocks, dim=dim,
+                seqlen=seq, heads=heads, block_tokens=block_tokens, blocks=blocks,
                 x_fp32=int(src.dtype == np.float32), code_max_exponent=int(exponent),
                 code_max_mantissa=int(np.float32(code_max).view(np.uint32) & 0x7FFFFF))
     a.x_stride_batch, a.x_stride_seq, a.x_stride_head = src.strides[0], src.strides[1], src.strides[2]
     a.codes_stride_batch, a.codes_stride_seq, a.codes_stride_head = seq * heads * dim, heads * dim, dim
-    co = load_code_object(str(ROOT / "build" / "gfx950" / "quantize.co"))
+    name = f"quantize_d{dim}"
+    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
     for phase in (0, 1):
         a.phase = phase
-        run_kernel(co, "quantize", grid=(blocks, heads, batch), workgroup_size=64, kernarg=bytes(a), memory=mem)
+        run_kernel(co, name, grid=(blocks, heads, batch), workgroup_size=64, kernarg=bytes(a), memory=mem)
     return mem.read(codes, np.uint8, (batch, seq, heads, dim)), mem.read(exponents, np.int8, (batch, heads, blocks))
 
 
@@ -96,7 +97,7 @@ def _check(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=No
 
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [128, 192])
+@pytest.mark.parametrize("dim", [64, 128, 192, 256])
 def test_bit_identical_to_the_model(dim, dtype, mode):
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
@@ -107,7 +108,7 @@ def test_bit_identical_to_the_model(dim, dtype, mode):
 
 
 @pytest.mark.parametrize("code_max", [1.125, 0.75, 2.0**-6])
-@pytest.mark.parametrize("dim", [128, 192])
+@pytest.mark.parametrize("dim", [64, 192, 256])
 def test_code_max(dim, code_max):
     """Smaller codes (q's for float16 scores): exponents for the bound, codes within it."""
     rng = np.random.default_rng(int(RNG.integers(1 << 31)))
@@ -117,11 +118,12 @@ def test_code_max(dim, code_max):
     assert np.abs(fp8.e4m3_decode(codes)).max() <= code_max
 
 
-def test_special_blocks():
+@pytest.mark.parametrize("dim", [128, 256])
+def test_special_blocks(dim):
     """All-zero blocks and heads, inf and NaN (counted as exponent 0 in their head's largest), float32 subnormals
     (exponents clamped at -127), a block 100 binades below its head (the span floor), a head above 2^64, and
     values that round to e4m3 subnormals and to 448."""
-    x = np.random.default_rng(7).standard_normal((1, 48, 5, 128)).astype(np.float32)
+    x = np.random.default_rng(7).standard_normal((1, 48, 5, dim)).astype(np.float32)
     x[0, 0:8, 0] = 0                  # head 0: a zero block among normal ones
     x[0, 8:16, 1, 5] = np.inf         # head 1: inf and NaN in one block each
     x[0, 16:24, 1, 9] = np.nan
@@ -139,3 +141,13 @@ def test_strided_input():
     qkv = np.random.default_rng(int(RNG.integers(1 << 31))).standard_normal((2, 33, 8 + 2 * 2, 128))
     qkv = qkv.astype(ml_dtypes.bfloat16)
     _check(None, 16, x_view=qkv[:, :, 8:10])
+
+
+@pytest.mark.parametrize("dim", [64, 128, 192, 256])
+def test_small_integers_rotated(dim):
+    """Small integer inputs: the butterflies' sums are exact and, for parts of 64 and 256, so is the 1/sqrt(n) scale
+    (1/8, 1/16), so many transformed values lie exactly on e4m3 rounding ties: a transform off by one float32 step
+    anywhere changes codes."""
+    rng = np.random.default_rng(int(RNG.integers(1 << 31)))
+    x = rng.integers(-3, 4, (1, 32, 2, dim)).astype(np.float32)
+    _check(x, 16, prepare.rotation_signs(dim, int(rng.integers(1 << 31))))

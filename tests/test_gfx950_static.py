@@ -1,5 +1,5 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize),
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize_d*),
 the resources in the code object metadata against the kernel's own register map, the instruction mix, and the
 MFMA hazard lint (tools/gfx950_lint.py)."""
 import pathlib
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                                 reason="needs clang-22, lld-22 and llvm-22 (apt-get install clang-22 lld-22 llvm-22)")
 ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
-assert "quantize" in ALL_KERNELS and len(ALL_KERNELS) == len(KERNELS) + 1, ALL_KERNELS
+QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim
+assert QUANTIZERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS), ALL_KERNELS
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
 KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", "q_stride_batch", "k_stride_seq",
@@ -33,8 +34,8 @@ KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", 
                   "v_blocks_per_head"]
 QUANTIZE_KERNARG_FIELDS = ["x", "codes", "exponents", "signs", "subtract", "x_stride_batch", "codes_stride_batch",
                            "x_stride_seq", "x_stride_head", "codes_stride_seq", "codes_stride_head", "seqlen",
-                           "heads", "block_tokens", "blocks", "dim", "x_fp32", "code_max_exponent",
-                           "code_max_mantissa", "phase", "reserved"]
+                           "heads", "block_tokens", "blocks", "x_fp32", "code_max_exponent",
+                           "code_max_mantissa", "phase"]
 
 
 def code_object(name):
@@ -115,11 +116,12 @@ def test_kernarg_offsets_match_c(name, c_kernarg):
     assert sets["karg_size"] == c_kernarg["size"]
 
 
-def test_quantize_kernarg_offsets_match_c(tmp_path):
+@pytest.mark.parametrize("name", QUANTIZERS)
+def test_quantize_kernarg_offsets_match_c(name, tmp_path):
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
     c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg", QUANTIZE_KERNARG_FIELDS)
-    sets = assembly_sets("quantize")
+    sets = assembly_sets(name)
     assert {f: sets.get(f"karg_{f}") for f in QUANTIZE_KERNARG_FIELDS} == {f: c[f] for f in QUANTIZE_KERNARG_FIELDS}
     assert sets["karg_size"] == c["size"]
 
@@ -153,16 +155,17 @@ def test_descriptor_within_plan(name):
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
-def test_quantize_descriptor_within_plan():
+@pytest.mark.parametrize("name", QUANTIZERS)
+def test_quantize_descriptor_within_plan(name):
     """The quantizer: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
     from gfx950_emu import load_code_object
-    kd = load_code_object(str(code_object("quantize"))).kernel("quantize").descriptor
+    kd = load_code_object(str(code_object(name))).kernel(name).descriptor
     assert kd.agprs == 0 and kd.scratch_bytes == 0 and kd.lds_bytes == 0
-    assert assembly_sets("quantize")["v_end"] <= kd.vgprs <= VGPRS_PER_LANE
-    meta = _metadata(code_object("quantize"))
+    assert assembly_sets(name)["v_end"] <= kd.vgprs <= VGPRS_PER_LANE
+    meta = _metadata(code_object(name))
     assert meta["max_flat_workgroup_size"] == 64
     used_sgprs = max(int(m) for m in re.findall(r"\bs\[?(\d+)", "\n".join(
-        ops for _, _, ops in gfx950_lint.disassemble(str(code_object("quantize")))))) + 1
+        ops for _, _, ops in gfx950_lint.disassemble(str(code_object(name)))))) + 1
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 

@@ -1,0 +1,4 @@
+// quantize_d256: flashprefill_quantize at dim 256 on gfx950 (quantize.inc).
+.set kDim, 256
+.include "quantize.inc"
+quantize_kernel quantize_d256

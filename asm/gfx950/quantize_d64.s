@@ -1,0 +1,4 @@
+// quantize_d64: flashprefill_quantize at dim 64 on gfx950 (quantize.inc).
+.set kDim, 64
+.include "quantize.inc"
+quantize_kernel quantize_d64
