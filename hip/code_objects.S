@@ -47,6 +47,15 @@ fp_gfx950_quantize_d64_co:
 fp_gfx950_quantize_d64_co_size:
     .quad .Lquantize_d64_co_end - fp_gfx950_quantize_d64_co
     .balign 64
+    .globl fp_gfx950_quantize_d96_co
+fp_gfx950_quantize_d96_co:
+    .incbin "build/gfx950/quantize_d96.co"
+.Lquantize_d96_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d96_co_size
+fp_gfx950_quantize_d96_co_size:
+    .quad .Lquantize_d96_co_end - fp_gfx950_quantize_d96_co
+    .balign 64
     .globl fp_gfx950_quantize_d128_co
 fp_gfx950_quantize_d128_co:
     .incbin "build/gfx950/quantize_d128.co"
@@ -56,6 +65,15 @@ fp_gfx950_quantize_d128_co:
 fp_gfx950_quantize_d128_co_size:
     .quad .Lquantize_d128_co_end - fp_gfx950_quantize_d128_co
     .balign 64
+    .globl fp_gfx950_quantize_d160_co
+fp_gfx950_quantize_d160_co:
+    .incbin "build/gfx950/quantize_d160.co"
+.Lquantize_d160_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d160_co_size
+fp_gfx950_quantize_d160_co_size:
+    .quad .Lquantize_d160_co_end - fp_gfx950_quantize_d160_co
+    .balign 64
     .globl fp_gfx950_quantize_d192_co
 fp_gfx950_quantize_d192_co:
     .incbin "build/gfx950/quantize_d192.co"
@@ -64,6 +82,15 @@ fp_gfx950_quantize_d192_co:
     .globl fp_gfx950_quantize_d192_co_size
 fp_gfx950_quantize_d192_co_size:
     .quad .Lquantize_d192_co_end - fp_gfx950_quantize_d192_co
+    .balign 64
+    .globl fp_gfx950_quantize_d224_co
+fp_gfx950_quantize_d224_co:
+    .incbin "build/gfx950/quantize_d224.co"
+.Lquantize_d224_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d224_co_size
+fp_gfx950_quantize_d224_co_size:
+    .quad .Lquantize_d224_co_end - fp_gfx950_quantize_d224_co
     .balign 64
     .globl fp_gfx950_quantize_d256_co
 fp_gfx950_quantize_d256_co:

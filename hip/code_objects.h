@@ -19,10 +19,16 @@ extern const unsigned char fp_gfx950_fwd_fp8_qk192_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_qk192_co_size;
 extern const unsigned char fp_gfx950_quantize_d64_co[];
 extern const uint64_t fp_gfx950_quantize_d64_co_size;
+extern const unsigned char fp_gfx950_quantize_d96_co[];
+extern const uint64_t fp_gfx950_quantize_d96_co_size;
 extern const unsigned char fp_gfx950_quantize_d128_co[];
 extern const uint64_t fp_gfx950_quantize_d128_co_size;
+extern const unsigned char fp_gfx950_quantize_d160_co[];
+extern const uint64_t fp_gfx950_quantize_d160_co_size;
 extern const unsigned char fp_gfx950_quantize_d192_co[];
 extern const uint64_t fp_gfx950_quantize_d192_co_size;
+extern const unsigned char fp_gfx950_quantize_d224_co[];
+extern const uint64_t fp_gfx950_quantize_d224_co_size;
 extern const unsigned char fp_gfx950_quantize_d256_co[];
 extern const uint64_t fp_gfx950_quantize_d256_co_size;
 

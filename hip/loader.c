@@ -23,8 +23,11 @@ static const struct {
     [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
     [FP_GFX950_FWD_FP8_QK192] = {"fwd_fp8_qk192", fp_gfx950_fwd_fp8_qk192_co, &fp_gfx950_fwd_fp8_qk192_co_size},
     [FP_GFX950_QUANTIZE_D64] = {"quantize_d64", fp_gfx950_quantize_d64_co, &fp_gfx950_quantize_d64_co_size},
+    [FP_GFX950_QUANTIZE_D96] = {"quantize_d96", fp_gfx950_quantize_d96_co, &fp_gfx950_quantize_d96_co_size},
     [FP_GFX950_QUANTIZE_D128] = {"quantize_d128", fp_gfx950_quantize_d128_co, &fp_gfx950_quantize_d128_co_size},
+    [FP_GFX950_QUANTIZE_D160] = {"quantize_d160", fp_gfx950_quantize_d160_co, &fp_gfx950_quantize_d160_co_size},
     [FP_GFX950_QUANTIZE_D192] = {"quantize_d192", fp_gfx950_quantize_d192_co, &fp_gfx950_quantize_d192_co_size},
+    [FP_GFX950_QUANTIZE_D224] = {"quantize_d224", fp_gfx950_quantize_d224_co, &fp_gfx950_quantize_d224_co_size},
     [FP_GFX950_QUANTIZE_D256] = {"quantize_d256", fp_gfx950_quantize_d256_co, &fp_gfx950_quantize_d256_co_size},
 };
 

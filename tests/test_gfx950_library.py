@@ -107,7 +107,7 @@ def quantize_params(dim=128, x_dtype=DType.FP32):
 
 
 @pytest.mark.parametrize("dim, status, message", [
-    (96, Status.ERROR_NOT_SUPPORTED, b"the gfx950 quantizer takes dim 64, 128, 192 or 256, got 96"),
+    (32, Status.ERROR_NOT_SUPPORTED, b"the gfx950 quantizer takes dims that are multiples of 32 from 64 to 256, got 32"),
     (144, Status.ERROR_NOT_SUPPORTED, b"multiple of 32 up to 256, got 144"),  # the shared validation first
 ])
 def test_quantize_refusals(lib, dim, status, message):
@@ -117,7 +117,7 @@ def test_quantize_refusals(lib, dim, status, message):
 
 @pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
                     reason="a HIP runtime is installed here")
-@pytest.mark.parametrize("dim", [64, 128, 192, 256])
+@pytest.mark.parametrize("dim", [64, 96, 128, 160, 192, 224, 256])
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
     """The dims with a quantizer kernel: without ROCm they stop at loading it."""
     assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == Status.ERROR_NO_DEVICE
@@ -125,7 +125,7 @@ def test_quantize_without_rocm_is_a_clean_status(lib, dim):
 
 
 @pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
-                                    "quantize_d64", "quantize_d128", "quantize_d192", "quantize_d256"])
+                                    *(f"quantize_d{d}" for d in (64, 96, 128, 160, 192, 224, 256))])
 def test_descriptor_resources_match_metadata(lib, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()

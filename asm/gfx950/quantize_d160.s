@@ -1,0 +1,4 @@
+// quantize_d160: flashprefill_quantize at dim 160 on gfx950 (quantize.inc).
+.set kDim, 160
+.include "quantize.inc"
+quantize_kernel quantize_d160
