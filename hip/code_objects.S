@@ -38,6 +38,15 @@ fp_gfx950_fwd_fp8_qk192_co:
 fp_gfx950_fwd_fp8_qk192_co_size:
     .quad .Lfwd_fp8_qk192_co_end - fp_gfx950_fwd_fp8_qk192_co
     .balign 64
+    .globl fp_gfx950_quantize_d32_co
+fp_gfx950_quantize_d32_co:
+    .incbin "build/gfx950/quantize_d32.co"
+.Lquantize_d32_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_d32_co_size
+fp_gfx950_quantize_d32_co_size:
+    .quad .Lquantize_d32_co_end - fp_gfx950_quantize_d32_co
+    .balign 64
     .globl fp_gfx950_quantize_d64_co
 fp_gfx950_quantize_d64_co:
     .incbin "build/gfx950/quantize_d64.co"

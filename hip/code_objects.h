@@ -17,6 +17,8 @@ extern const unsigned char fp_gfx950_fwd_fp8_hd128_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_hd128_co_size;
 extern const unsigned char fp_gfx950_fwd_fp8_qk192_co[];
 extern const uint64_t fp_gfx950_fwd_fp8_qk192_co_size;
+extern const unsigned char fp_gfx950_quantize_d32_co[];
+extern const uint64_t fp_gfx950_quantize_d32_co_size;
 extern const unsigned char fp_gfx950_quantize_d64_co[];
 extern const uint64_t fp_gfx950_quantize_d64_co_size;
 extern const unsigned char fp_gfx950_quantize_d96_co[];

@@ -22,6 +22,7 @@ static const struct {
     [FP_GFX950_FWD_BF16_QK192] = {"fwd_bf16_qk192", fp_gfx950_fwd_bf16_qk192_co, &fp_gfx950_fwd_bf16_qk192_co_size},
     [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
     [FP_GFX950_FWD_FP8_QK192] = {"fwd_fp8_qk192", fp_gfx950_fwd_fp8_qk192_co, &fp_gfx950_fwd_fp8_qk192_co_size},
+    [FP_GFX950_QUANTIZE_D32] = {"quantize_d32", fp_gfx950_quantize_d32_co, &fp_gfx950_quantize_d32_co_size},
     [FP_GFX950_QUANTIZE_D64] = {"quantize_d64", fp_gfx950_quantize_d64_co, &fp_gfx950_quantize_d64_co_size},
     [FP_GFX950_QUANTIZE_D96] = {"quantize_d96", fp_gfx950_quantize_d96_co, &fp_gfx950_quantize_d96_co_size},
     [FP_GFX950_QUANTIZE_D128] = {"quantize_d128", fp_gfx950_quantize_d128_co, &fp_gfx950_quantize_d128_co_size},

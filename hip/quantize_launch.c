@@ -17,6 +17,7 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
 {
     fp_gfx950_kernel kernel;
     switch (p->dim) {
+    case 32: kernel = FP_GFX950_QUANTIZE_D32; break;
     case 64: kernel = FP_GFX950_QUANTIZE_D64; break;
     case 96: kernel = FP_GFX950_QUANTIZE_D96; break;
     case 128: kernel = FP_GFX950_QUANTIZE_D128; break;
@@ -24,9 +25,8 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
     case 192: kernel = FP_GFX950_QUANTIZE_D192; break;
     case 224: kernel = FP_GFX950_QUANTIZE_D224; break;
     case 256: kernel = FP_GFX950_QUANTIZE_D256; break;
-    default: /* dim 32: no kernel */
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes dims that are multiples of 32 "
-                       "from 64 to 256, got %d", (int)p->dim);
+    default: /* fp_validate_quantize refused every other dim */
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", (int)p->dim);
     }
     const int64_t elem = p->x_dtype == FLASHPREFILL_DTYPE_FP32 ? 4 : 2;
     if (!fits_u32(p->x_stride_seq * elem) || !fits_u32(p->x_stride_head * elem) || !fits_u32(p->codes_stride_seq) ||

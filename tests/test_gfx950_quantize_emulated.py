@@ -1,4 +1,4 @@
-"""The gfx950 quantizer (asm/gfx950/quantize.inc, one code object per head dim: quantize_d64, _d96, .. _d256) runs instruction by instruction in the functional emulator
+"""The gfx950 quantizer (asm/gfx950/quantize.inc, one code object per head dim: quantize_d32, _d64, .. _d256) runs instruction by instruction in the functional emulator
 (tools/gfx950_emu) on small problems, against its numpy model bit for bit: fp8.quantize_blocks(prepare.transform(x,
 signs, subtract), block_tokens, code_max), as the Hopper quantizer is checked on the GPU (tests/test_quantize_gpu.py).
 Outputs are poisoned first. What this does not show: timing, and anything of the hardware the emulator does not
@@ -97,7 +97,7 @@ def _check(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=No
 
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [64, 96, 128, 160, 192, 224, 256])
+@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_bit_identical_to_the_model(dim, dtype, mode):
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
@@ -143,7 +143,7 @@ def test_strided_input():
     _check(None, 16, x_view=qkv[:, :, 8:10])
 
 
-@pytest.mark.parametrize("dim", [64, 96, 128, 160, 192, 224, 256])
+@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_small_integers_rotated(dim):
     """Small integer inputs: the butterflies' sums are exact and, for parts of 64 and 256, so is the 1/sqrt(n) scale
     (1/8, 1/16), so many transformed values lie exactly on e4m3 rounding ties: a transform off by one float32 step
