@@ -267,3 +267,19 @@ def test_lint_finds_hazards(tmp_path):
     assert len(problems) == 2, problems
     assert "v_add_f32" in problems[0] and "wait states too early" in problems[0]  # 8 of 19 wait states
     assert "v_mfma" in problems[1] and "written by the VALU" in problems[1]       # v16 right before
+
+
+@pytest.mark.parametrize("name", QUANTIZERS)
+def test_quantizer_permutes_in_flight_together(name):
+    """Each cross-lane butterfly stage of the quantizer's largest part issues the lane permutes of all its slots (one
+    per 64 elements of the part) before one wait for them (quantize.inc, butterflies_across)."""
+    dim = int(name.removeprefix("quantize_d"))
+    slots = max((1 << (dim.bit_length() - 1)) // 64, 1)  # the largest part's elements per lane (part 2 alone: 1)
+    in_flight, groups = 0, []
+    for _, mnemonic, ops in gfx950_lint.disassemble(str(code_object(name))):
+        if mnemonic == "ds_bpermute_b32":
+            in_flight += 1
+        elif mnemonic == "s_waitcnt" and "lgkmcnt(0)" in ops and in_flight:
+            groups.append(in_flight)
+            in_flight = 0
+    assert max(groups) == slots, f"{name}: permutes per wait {sorted(set(groups))}, expected up to {slots}"
