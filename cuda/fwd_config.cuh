@@ -129,6 +129,12 @@ struct FwdConfig {
     // e4m3 codes at 128 keys are computed into a second P buffer while P.V reads the first; elsewhere the
     // softmax leaves its values in S and P is packed from them once P.V is done with its registers.
     static constexpr bool kPDoubleBuffered = kPCodes && kBlockN == 128;
+    // bf16 at dim_qk 128: each tile's exponentials are taken against the row's running max as it stood (a lazy
+    // reference), raised only where the tile passes it by more than kLazySlackLog2 (p up to 2^8 is exact enough in
+    // bf16 and float32): the row max's reduction leaves the path from S to P, and O is rescaled on the rare tile that
+    // raises it. Measured 2-3% faster at dim_qk 128, 1-2% slower at 192 (bench/NOTES.md), so 128 only.
+    static constexpr bool kLazyMax = !kIsFp8 && kDimQk == 128;
+    static constexpr float kLazySlackLog2 = 8.0f;
     // e4m3 codes: P's row sums by the P.V wgmma itself (m64n136: V^T and 8 rows of ones, VtLayout) at 192 keys; at
     // 128 the consumers' 216 registers hold no 68-register accumulator range (ptxas serializes the wgmma), so a
     // second wgmma (m64n8) per K step multiplies P by the ones.

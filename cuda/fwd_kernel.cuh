@@ -347,6 +347,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // fp32: the fp8 wgmma accumulator keeps too few bits to carry a sum over thousands of keys (it lost 7% at 128k
     // tokens).
     float row_sum[2] = {0.0f, 0.0f};
+    // Config::kLazyMax: per half, the largest x = t - reference of the tile in flight (-inf on an item's first tile,
+    // which takes its exact max).
+    float lazy_over[2];
 
     // O += P V(stage): bf16 reads V as stored (MN-major), float16 P the widened copy (MN-major too); e4m3 codes
     // read the transposed copy (K-major) and the ones below it (VtLayout).
@@ -435,8 +438,38 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
             apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
+        if constexpr (Config::kLazyMax) {
+            if (it > 0) {  // x against the row's reference, and x's max over the tile (lazy_exp takes it from here)
+                const float reference[2] = {online_max.reference(0), online_max.reference(1)};
+                float part_max[2][4];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    rescale[h] = 1.0f;
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        part_max[h][c] = -INFINITY;
+                }
+#pragma unroll
+                for (int e = 0; e < kSRegs; ++e) {
+                    s[e] = fmaf(s[e], scale_log2, -reference[acc_half(e)]);
+                    part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    lazy_over[h] = quad_max(fmaxf(fmaxf(part_max[h][0], part_max[h][1]),
+                                                  fmaxf(part_max[h][2], part_max[h][3])));
+                return;
+            }
+        }
         float max_used[2];
         online_max.update(s, scale_log2, rescale, max_used);
+        if constexpr (Config::kLazyMax) {  // an item's first tile: x against its exact max
+#pragma unroll
+            for (int e = 0; e < kSRegs; ++e)
+                s[e] = fmaf(s[e], scale_log2, -max_used[acc_half(e)]);
+            lazy_over[0] = lazy_over[1] = -INFINITY;
+            return;
+        }
         if constexpr (Config::kPCodes) {
             using Codes = ExpFree<Input::kPOffsetLog2>;
             float row_constant[2];
@@ -462,6 +495,39 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
+        }
+    };
+    // Config::kLazyMax, once P(n-1) V(n-1) is done with O: where a row's tile passed its reference by more than the
+    // slack, the reference moves to the tile's max and x, O and the row sum with it (the warp's rows together); then
+    // p = 2^x in place, and the row sums.
+    auto lazy_exp = [&](float (&rescale)[2]) {
+        if constexpr (Config::kLazyMax) {
+            if (__any_sync(0xffffffffu,
+                           lazy_over[0] > Config::kLazySlackLog2 || lazy_over[1] > Config::kLazySlackLog2)) {
+                float shift[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    shift[h] = lazy_over[h] > Config::kLazySlackLog2 ? lazy_over[h] : 0.0f;
+                    rescale[h] = ptx::ex2_approx_ftz(-shift[h]);
+                    online_max.raise(h, shift[h]);
+                }
+#pragma unroll
+                for (int e = 0; e < kSRegs; ++e)
+                    s[e] -= shift[acc_half(e)];
+#pragma unroll
+                for (int e = 0; e < kAccRegs; ++e)
+                    o[e] *= rescale[acc_half(e)];
+            }
+            float part_sum[2][4] = {};
+#pragma unroll
+            for (int e = 0; e < kSRegs; ++e) {
+                s[e] = ptx::ex2_approx_ftz(s[e]);
+                part_sum[acc_half(e)][acc_chain(e)] += s[e];
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                row_sum[h] = row_sum[h] * rescale[h] + ((part_sum[h][0] + part_sum[h][1]) +
+                                                        (part_sum[h][2] + part_sum[h][3]));
         }
     };
     // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
@@ -629,6 +695,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             float rescale[2];  // O is still zero
             softmax(0, scale_log2, rescale, p_run);
             wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
+            lazy_exp(rescale);
             pack();
         }
         // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
@@ -640,7 +707,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             ptx::wgmma_fence();
             issue_scores(stage);
             const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
-            rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
+            if constexpr (!Config::kLazyMax)  // (lazy: after P.V's wait, on the tiles that raise the reference)
+                rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
             o_exponent = v_exponent;
             ptx::wgmma_fence();
             issue_pv(prev_vt, p_run);
@@ -661,8 +729,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             ptx::fence_registers(o);
             release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
             add_tile_sums(rescale);
-            pending_rescale[0] = rescale[0];
-            pending_rescale[1] = rescale[1];
+            if constexpr (Config::kLazyMax) {
+                lazy_exp(rescale);
+            } else {
+                pending_rescale[0] = rescale[0];
+                pending_rescale[1] = rescale[1];
+            }
             pack();  // P(n-1) V(n-1) is done with it
         };
         for (int it = 1; it < range.end; ++it) {

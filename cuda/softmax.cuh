@@ -62,7 +62,16 @@ __device__ __forceinline__ void apply_mask(float (&s)[kRegs], uint32_t lane, int
 
 // Running max of the two rows a thread owns, in the log2 domain: t = score * scale_log2.
 struct OnlineMax {
-    float row_max[2] = {-INFINITY, -INFINITY};  // max of t over the keys seen so far
+    float row_max[2] = {-INFINITY, -INFINITY};  // max of t over the keys seen so far (FwdConfig::kLazyMax: the reference)
+
+    // What p is measured from: the row's max, or 0 where it has seen only masked keys.
+    __device__ __forceinline__ float reference(int h) const { return row_max[h] == -INFINITY ? 0.0f : row_max[h]; }
+    // The reference moved up by shift (0: unchanged).
+    __device__ __forceinline__ void raise(int h, float shift)
+    {
+        if (shift != 0.0f)
+            row_max[h] = reference(h) + shift;
+    }
 
     // Takes a new tile of raw scores s; gives the factor by which everything accumulated so far must be
     // multiplied (per half) and the max to measure this tile's t from (0 where a row has seen only masked keys,

@@ -140,6 +140,35 @@ def test_bf16(shape, causal, dims):
     assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
 
 
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("rise_log2", [100.0, 1500.0])
+def test_bf16_scores_rising_toward_early_keys(rise_log2, causal, dims):
+    """Scores that grow toward the first keys, which the kernel reaches last (tiles run from the diagonal back):
+    at dim_qk 128 each tile passes the row's reference by far more than its slack (FwdConfig::kLazyMax), by more than
+    128 log2 units a tile at the larger rise (where 2^x taken before the shift would overflow), in every other row
+    only (q's channel 0 is 1 or 0), so a warp raises some rows and keeps others."""
+    seed = _seed()
+    shape = (1, 1000, 1000, 4, 1)
+    q, k, v = _inputs(shape, dims, seed)
+    rows = torch.arange(shape[1], device="cuda")
+    keys = torch.arange(shape[2], device="cuda")
+    q[:, :, :, 0] = (rows % 2).float()[None, :, None]
+    k[:, :, :, 0] = (rise_log2 * math.log(2) * math.sqrt(dims[0]) * (1 - keys / shape[2]))[None, :, None]
+    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    ref, ref_lse = reference.attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)), causal=causal,
+                                                 return_lse=True)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    _, lse = fp.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    peer = _rel_l2(_sdpa_bf16(q, k, v, causal), ref)
+    assert err <= 1.5 * peer, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; SDPA {peer:.3e}"
+    lse_err = np.abs(lse.cpu().numpy() - ref_lse).max()
+    assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
+
+
 def _fp8_problem(shape, dims, descales, seed):
     """((codes, descale, dequantized) of q, k, v). Per block: the inputs' scale changes every 64 tokens (q, k by
     2^-2..2^1, keeping the scores' range usual; v by 2^-6..2^6), so the block exponents vary along each head and
