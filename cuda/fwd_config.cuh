@@ -258,6 +258,12 @@ __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t b
     const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4), hi = static_cast<uint32_t>(desc >> 32);
     return static_cast<uint64_t>(hi) << 32 | lo;
 }
+// The same by a signed distance (a ring's wrap-around moves back).
+__device__ __forceinline__ uint64_t wgmma_desc_move(uint64_t desc, int32_t bytes)
+{
+    const uint32_t lo = static_cast<uint32_t>(desc) + static_cast<uint32_t>(bytes >> 4);
+    return (desc >> 32) << 32 | lo;
+}
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes)
 {
     return wgmma_desc<128>(smem_addr, lbo_bytes);

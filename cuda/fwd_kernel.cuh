@@ -363,9 +363,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows (VtLayout).
     const uint64_t vt_tail_desc0 =
         wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + VtLayout<Config::kBlockN>::kTailOffset, 16);
-    auto issue_pv = [&](int stage, const uint32_t (&p)[kPRegs]) {
-        const uint32_t stage_bytes = stage * (Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes);
-        const uint64_t v_stage_desc = wgmma_desc_advance(v_desc0, stage_bytes);
+    // The descriptors of the slot whose P.V is next (V^T's main and tail parts), carried from tile to tile by the
+    // slots' distance: derived from the slot index each tile, ptxas rebuilt the shared-window base (S2UR and ~14
+    // dependent instructions) inside the turn window.
+    constexpr int32_t kVSlotBytes = Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes;
+    struct PvDescriptors {
+        uint64_t main, tail;
+    };
+    auto pv_descriptors = [&](int stage) {
+        const uint32_t stage_bytes = stage * kVSlotBytes;
+        return PvDescriptors{wgmma_desc_advance(v_desc0, stage_bytes), wgmma_desc_advance(vt_tail_desc0, stage_bytes)};
+    };
+    auto move_pv_descriptors = [&](PvDescriptors &d, int from, int to) {
+        d.main = wgmma_desc_move(d.main, (to - from) * kVSlotBytes);
+        d.tail = wgmma_desc_move(d.tail, (to - from) * kVSlotBytes);
+    };
+    auto issue_pv = [&](const PvDescriptors &d, const uint32_t (&p)[kPRegs]) {
+        const uint64_t v_stage_desc = d.main;
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
@@ -374,7 +388,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 const uint64_t desc_v =
                     step < kMainSteps
                         ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
-                        : wgmma_desc_advance(vt_tail_desc0, stage_bytes + (step - kMainSteps) * kStepBytes);
+                        : wgmma_desc_advance(d.tail, (step - kMainSteps) * kStepBytes);
                 if constexpr (Config::kSumsInPv) {
                     ptx::wgmma_m64n136k32_f32_e4m3_rs(o, a, desc_v, 1);
                 } else {
@@ -642,6 +656,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
     int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
+    PvDescriptors pv = pv_descriptors(prev_vt);
     // Every KV tile but the last P.V, with S in s (f16: std::false_type) or in s16 (std::true_type).
     auto run_tiles = [&](auto f16) {
         // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
@@ -711,7 +726,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
             o_exponent = v_exponent;
             ptx::wgmma_fence();
-            issue_pv(prev_vt, p_run);
+            issue_pv(pv, p_run);
             ptx::wgmma_commit_group();
             pass_turn();
 
@@ -742,6 +757,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
             rings.advance();
             iteration(it, stage, phase, vt, vt_phase, prev_vt);
+            move_pv_descriptors(pv, prev_vt, vt);
             prev_vt = vt;
             // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
             // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
@@ -769,7 +785,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(stage, p_run);
+        issue_pv(pv, p_run);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
