@@ -512,18 +512,25 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
     };
     // Config::kLazyMax, once P(n-1) V(n-1) is done with O: where a row's tile passed its reference by more than the
-    // slack, the reference moves to the tile's max and x, O and the row sum with it (the warp's rows together); then
-    // p = 2^x in place, and the row sums.
+    // slack, or where a row sees its first keys (its reference, 0, stands for no key: scores far below 0 would
+    // all underflow), the reference moves to the tile's max and x, O and the row sum with it (the warp's rows
+    // together); then p = 2^x in place, and the row sums.
     auto lazy_exp = [&](float (&rescale)[2]) {
         if constexpr (Config::kLazyMax) {
-            if (__any_sync(0xffffffffu,
-                           lazy_over[0] > Config::kLazySlackLog2 || lazy_over[1] > Config::kLazySlackLog2)) {
+            bool raise[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                raise[h] = lazy_over[h] > Config::kLazySlackLog2 ||
+                           (online_max.row_max[h] == -INFINITY && lazy_over[h] != -INFINITY);
+            if (__any_sync(0xffffffffu, raise[0] || raise[1])) {
                 float shift[2];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    shift[h] = lazy_over[h] > Config::kLazySlackLog2 ? lazy_over[h] : 0.0f;
-                    rescale[h] = ptx::ex2_approx_ftz(-shift[h]);
-                    online_max.raise(h, shift[h]);
+                    shift[h] = raise[h] ? lazy_over[h] : 0.0f;
+                    // a row without keys so far holds O = 0 and a zero sum: 0, not 2^-shift (which may be infinite)
+                    rescale[h] = online_max.row_max[h] == -INFINITY ? 0.0f : ptx::ex2_approx_ftz(-shift[h]);
+                    if (raise[h])
+                        online_max.raise(h, shift[h]);
                 }
 #pragma unroll
                 for (int e = 0; e < kSRegs; ++e)

@@ -66,12 +66,8 @@ struct OnlineMax {
 
     // What p is measured from: the row's max, or 0 where it has seen only masked keys.
     __device__ __forceinline__ float reference(int h) const { return row_max[h] == -INFINITY ? 0.0f : row_max[h]; }
-    // The reference moved up by shift (0: unchanged).
-    __device__ __forceinline__ void raise(int h, float shift)
-    {
-        if (shift != 0.0f)
-            row_max[h] = reference(h) + shift;
-    }
+    // The reference moved by shift (up from a max; anywhere from a row's "no key" 0).
+    __device__ __forceinline__ void raise(int h, float shift) { row_max[h] = reference(h) + shift; }
 
     // Takes a new tile of raw scores s; gives the factor by which everything accumulated so far must be
     // multiplied (per half) and the max to measure this tile's t from (0 where a row has seen only masked keys,

@@ -169,6 +169,31 @@ def test_bf16_scores_rising_toward_early_keys(rise_log2, causal, dims):
     assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
 
 
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+def test_bf16_scores_far_below_zero_after_masked_first_tile(dims):
+    """seqlen_q < seqlen_k with an offset that is not a whole tile: many rows see no key in the first tile the
+    kernel takes (the diagonal one), and all their scores then lie ~300 log2 units below 0 (every other row). A lazy
+    reference left at 0 for rows without keys would underflow every p of those rows (a zero row sum, NaN): their
+    first keys must set it (FwdConfig::kLazyMax)."""
+    seed = _seed()
+    shape = (1, 300, 1000, 4, 1)
+    q, k, v = _inputs(shape, dims, seed)
+    q[:, :, :, 0] = (torch.arange(shape[1], device="cuda") % 2).float()[None, :, None]
+    k[:, :, :, 0] = -300.0 * math.log(2) * math.sqrt(dims[0])
+    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    ref, ref_lse = reference.attention_reference(*(x.float().cpu().numpy() for x in (q, k, v)), causal=True,
+                                                 return_lse=True)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    _, lse = fp.attention(q, k, v, causal=True, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    peer = _rel_l2(_sdpa_bf16(q, k, v, True), ref)
+    assert err <= 1.5 * peer, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; SDPA {peer:.3e}"
+    lse_err = np.abs(lse.cpu().numpy() - ref_lse).max()
+    assert lse_err < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse max abs error {lse_err:.3e}"
+
+
 def _fp8_problem(shape, dims, descales, seed):
     """((codes, descale, dequantized) of q, k, v). Per block: the inputs' scale changes every 64 tokens (q, k by
     2^-2..2^1, keeping the scores' range usual; v by 2^-6..2^6), so the block exponents vary along each head and
