@@ -269,6 +269,50 @@ def test_lint_finds_hazards(tmp_path):
     assert "v_mfma" in problems[1] and "written by the VALU" in problems[1]       # v16 right before
 
 
+WAIT_STATE_EDGES = """
+.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
+.text
+.globl k
+.p2align 8
+.type k,@function
+k:
+  v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], 0
+  s_nop 7
+  s_nop 7
+  s_nop 1
+  v_add_f32 v30, v1, v1
+  v_exp_f32 v24, v25
+  v_add_f32 v26, v24, v24
+  v_exp_f32 v27, v25
+  s_nop 0
+  v_add_f32 v28, v27, v27
+  v_exp_f32 v29, v25
+  v_exp_f32 v31, v29
+  s_endpgm
+.rodata
+.p2align 6
+.amdhsa_kernel k
+  .amdhsa_next_free_vgpr 32
+  .amdhsa_next_free_sgpr 8
+  .amdhsa_accum_offset 32
+.end_amdhsa_kernel
+"""
+
+
+def test_lint_counts_wait_states_between(tmp_path):
+    """Wait states are the instructions between producer and consumer, the producer not among them: an MFMA result
+    read after 18 of its 19 is a hazard; a transcendental's read by the next VALU is one (1 needed), after an s_nop 0
+    it is not, and by another transcendental it is not."""
+    (tmp_path / "w.s").write_text(WAIT_STATE_EDGES)
+    subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "w.s"),
+                    "-o", str(tmp_path / "w.o")], check=True)
+    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "w.o"), "-o", str(tmp_path / "w.co")], check=True)
+    problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "w.co")))
+    assert len(problems) == 2, problems
+    assert "v_add_f32" in problems[0] and "1 wait states too early" in problems[0]
+    assert "v_add_f32" in problems[1] and "transcendental" in problems[1] and "0 of 1" in problems[1]
+
+
 @pytest.mark.parametrize("name", QUANTIZERS)
 def test_quantizer_permutes_in_flight_together(name):
     """Each cross-lane butterfly stage of the quantizer's largest part issues the lane permutes of all its slots (one

@@ -1,13 +1,17 @@
 """Hazard lint for hand-written gfx950 assembly: the assembler inserts no wait states, so a VALU (or memory
-instruction) that reads an MFMA's result too early, or an MFMA that reads a VGPR a VALU just wrote, silently
-computes garbage on hardware while the functional emulator gets it right.
+instruction) that reads an MFMA's result too early, an MFMA that reads a VGPR a VALU just wrote, or a VALU that
+reads a transcendental's result right away, silently computes garbage on hardware while the functional emulator
+gets it right.
 
 Rules (wait states = instructions issued in between, `s_nop N` counting N + 1; CDNA3/CDNA4 ISA guides,
 "Dependency checks and required wait states" for XDL ops — the numbers below are the conservative ones the
 kernels are written to, the largest the tables give per case):
   * an XDL MFMA with P passes writes VGPRs that no non-MFMA instruction may read, or overwrite, for
     P + 3 wait states (32x32 MFMAs: 16 passes -> 19; 16x16: 8 passes -> 11);
-  * a VALU write of a VGPR that an MFMA then reads as A, B or C needs 2 wait states in between.
+  * a VALU write of a VGPR that an MFMA then reads as A, B or C needs 2 wait states in between;
+  * a transcendental (v_exp, v_log, v_rcp, v_rsq, v_sqrt, v_sin, v_cos) whose result a non-transcendental VALU
+    reads needs 1 wait state in between (the trans forwarding hazard of gfx940 and later: LLVM's
+    GCNHazardRecognizer::checkVALUHazards, TransDefWaitstates = 1).
 A back-to-back MFMA that accumulates into the same registers (SrcC = previous vDst) needs none.
 The scan is linear in program order, and the body of each backward branch is scanned twice so that its
 end meets its start. Usage: python tools/gfx950_lint.py build/gfx950/x.co -> exit 1 with one line per hazard.
@@ -18,6 +22,8 @@ import sys
 
 MFMA_PASSES = {"32x32": 16, "16x16": 8}
 VALU_TO_MFMA_WAIT = 2
+TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
+TRANS_TO_VALU_WAIT = 1
 _REG = re.compile(r"\b([vas])(?:\[(\d+):(\d+)\]|(\d+))")
 _LINE = re.compile(r"^\s+([a-z_0-9]+)\s*(.*?)\s*//\s*([0-9A-F]+):")
 _BRANCH = re.compile(r"^s_(?:cbranch_\w+|branch)$")
@@ -75,32 +81,49 @@ def lint(instructions):
     problems = []
     pending = []  # (registers, wait states still needed, address of the MFMA)
     valu_written = []  # (registers, wait states still needed, address)
+    trans_written = []  # (registers, wait states still needed, address)
     for i in _order(instructions):
         address, mnemonic, operands = instructions[i]
         regs = _vgprs(operands)
         is_mfma = mnemonic.startswith("v_mfma")
+        produced = []  # (list, registers, wait states needed): counted from the next instruction on
         if is_mfma:
             dst, sources = regs[0], set().union(*regs[1:]) if len(regs) > 1 else set()
             for written, need, at in valu_written:
-                if written & sources and need > 0:
+                if written & sources:
                     problems.append(f"{address:#x} {mnemonic} reads v{sorted(written & sources)[0][1]} written by "
                                     f"the VALU at {at:#x} with {VALU_TO_MFMA_WAIT - need} of {VALU_TO_MFMA_WAIT} "
                                     "wait states")
             pending = [(r, n, a) for r, n, a in pending if not (r == dst and r & sources)]
             shape = re.search(r"(32x32|16x16)", mnemonic).group(1)
-            pending.append((dst, MFMA_PASSES[shape] + 3, address))
+            produced.append((pending, dst, MFMA_PASSES[shape] + 3))
         else:
             touched = set().union(*regs) if regs else set()
             for written, need, at in pending:
-                if need > 0 and written & touched:
+                if written & touched:
                     reg = sorted(written & touched)[0]
                     problems.append(f"{address:#x} {mnemonic} touches {reg[0]}{reg[1]}, written by the MFMA at "
                                     f"{at:#x}, {need} wait states too early")
+            if mnemonic.startswith("v_") and not mnemonic.startswith(TRANS) and regs:
+                # sources, and the accumulator a multiply-accumulate reads from its destination
+                read = set().union(*regs[1:]) | (regs[0] if "mac" in mnemonic else set())
+                for written, need, at in trans_written:
+                    if written & read:
+                        reg = sorted(written & read)[0]
+                        problems.append(f"{address:#x} {mnemonic} reads {reg[0]}{reg[1]} written by the "
+                                        f"transcendental at {at:#x} with {TRANS_TO_VALU_WAIT - need} of "
+                                        f"{TRANS_TO_VALU_WAIT} wait states")
+            if mnemonic.startswith(TRANS) and regs:
+                produced.append((trans_written, regs[0], TRANS_TO_VALU_WAIT))
             if mnemonic.startswith("v_") and regs:
-                valu_written.append((regs[0], VALU_TO_MFMA_WAIT, address))
+                produced.append((valu_written, regs[0], VALU_TO_MFMA_WAIT))
+        # this instruction is a wait state for what came before it, not for what it produces itself
         step = _wait_states(mnemonic, operands)
-        pending = [(r, n - step, a) for r, n, a in pending if n - step > 0]
-        valu_written = [(r, n - step, a) for r, n, a in valu_written if n - step > 0]
+        pending[:] = [(r, n - step, a) for r, n, a in pending if n - step > 0]
+        valu_written[:] = [(r, n - step, a) for r, n, a in valu_written if n - step > 0]
+        trans_written[:] = [(r, n - step, a) for r, n, a in trans_written if n - step > 0]
+        for entries, registers, need in produced:
+            entries.append((registers, need, address))
     return problems
 
 
