@@ -306,6 +306,17 @@ def test_cvt_pk_bf16_rounds_to_nearest_even(tmp_path, rng):
     assert [hex(v & 0xFFFF) for v in out[0, :4]] == ["0x3f80", "0x3f82", "0x3f81", "0xbf81"]
 
 
+def test_permlane32_swap_refuses_partial_exec(tmp_path):
+    """Its EXEC semantics are not modelled, so a swap with lanes off is an error, not a guess."""
+    body = """
+  s_mov_b64 exec, 0xffff
+  v_permlane32_swap_b32 v12, v13
+  s_mov_b64 exec, -1
+""" + store_rows(["v12"])
+    with pytest.raises(EmulatorError, match="EXEC not all ones"):
+        run(tmp_path, body, np.zeros((1, 64), np.uint32))
+
+
 def test_perm_readfirstlane_permlane32_accvgpr(tmp_path):
     body = """
   v_mov_b32 v2, 0x44332211

@@ -288,6 +288,12 @@ k:
   v_add_f32 v28, v27, v27
   v_exp_f32 v29, v25
   v_exp_f32 v31, v29
+  v_mov_b32 v20, v21
+  s_nop 0
+  v_permlane32_swap_b32 v20, v22
+  v_mov_b32 v18, v21
+  s_nop 1
+  v_permlane32_swap_b32 v18, v22
   s_endpgm
 .rodata
 .p2align 6
@@ -302,15 +308,17 @@ k:
 def test_lint_counts_wait_states_between(tmp_path):
     """Wait states are the instructions between producer and consumer, the producer not among them: an MFMA result
     read after 18 of its 19 is a hazard; a transcendental's read by the next VALU is one (1 needed), after an s_nop 0
-    it is not, and by another transcendental it is not."""
+    it is not, and by another transcendental it is not; a VALU write a v_permlane32_swap reads after 1 of its 2
+    wait states is one, after 2 it is not."""
     (tmp_path / "w.s").write_text(WAIT_STATE_EDGES)
     subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "w.s"),
                     "-o", str(tmp_path / "w.o")], check=True)
     subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "w.o"), "-o", str(tmp_path / "w.co")], check=True)
     problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "w.co")))
-    assert len(problems) == 2, problems
+    assert len(problems) == 3, problems
     assert "v_add_f32" in problems[0] and "1 wait states too early" in problems[0]
     assert "v_add_f32" in problems[1] and "transcendental" in problems[1] and "0 of 1" in problems[1]
+    assert "v_permlane32_swap" in problems[2] and "1 of 2" in problems[2]
 
 
 @pytest.mark.parametrize("name", QUANTIZERS)

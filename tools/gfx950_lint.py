@@ -9,6 +9,8 @@ kernels are written to, the largest the tables give per case):
   * an XDL MFMA with P passes writes VGPRs that no non-MFMA instruction may read, or overwrite, for
     P + 3 wait states (32x32 MFMAs: 16 passes -> 19; 16x16: 8 passes -> 11);
   * a VALU write of a VGPR that an MFMA then reads as A, B or C needs 2 wait states in between;
+  * a VALU write of a VGPR that a v_permlane*_swap then reads (both its operands) needs 2 wait states (LLVM's
+    GCNHazardRecognizer::checkPermlaneHazards);
   * a transcendental (v_exp, v_log, v_rcp, v_rsq, v_sqrt, v_sin, v_cos) whose result a non-transcendental VALU
     reads needs 1 wait state in between (the trans forwarding hazard of gfx940 and later: LLVM's
     GCNHazardRecognizer::checkVALUHazards, TransDefWaitstates = 1).
@@ -21,7 +23,7 @@ import subprocess
 import sys
 
 MFMA_PASSES = {"32x32": 16, "16x16": 8}
-VALU_TO_MFMA_WAIT = 2
+VALU_TO_MFMA_WAIT = 2  # also a VALU write to a v_permlane*_swap reading it
 TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
 TRANS_TO_VALU_WAIT = 1
 _REG = re.compile(r"\b([vas])(?:\[(\d+):(\d+)\]|(\d+))")
@@ -104,6 +106,12 @@ def lint(instructions):
                     reg = sorted(written & touched)[0]
                     problems.append(f"{address:#x} {mnemonic} touches {reg[0]}{reg[1]}, written by the MFMA at "
                                     f"{at:#x}, {need} wait states too early")
+            if mnemonic.startswith("v_permlane"):
+                for written, need, at in valu_written:
+                    if written & touched:
+                        problems.append(f"{address:#x} {mnemonic} reads v{sorted(written & touched)[0][1]} written "
+                                        f"by the VALU at {at:#x} with {VALU_TO_MFMA_WAIT - need} of "
+                                        f"{VALU_TO_MFMA_WAIT} wait states")
             if mnemonic.startswith("v_") and not mnemonic.startswith(TRANS) and regs:
                 # sources, and the accumulator a multiply-accumulate reads from its destination
                 read = set().union(*regs[1:]) | (regs[0] if "mac" in mnemonic else set())

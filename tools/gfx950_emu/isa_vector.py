@@ -16,8 +16,7 @@ approximations, all deliberate:
 - Denormals: kept or flushed per the descriptor's FLOAT_DENORM_MODE_32 (state.py).
 - VOPC and carry-out writes set bits only for active lanes; inactive lanes' bits are 0.
 - v_permlane32_swap_b32 swaps vdst of lanes 32-63 with vsrc of lanes 0-31 (CDNA4 ISA
-  "V_PERMLANE32_SWAP_B32"); it is applied to all lane pairs regardless of EXEC
-  (assumption: the kernels run it with EXEC all ones).
+  "V_PERMLANE32_SWAP_B32"); it is emulated only with EXEC all ones (an error otherwise), as the kernels run it.
 """
 import ml_dtypes
 import numpy as np
@@ -153,7 +152,10 @@ def v_accvgpr_move(wave, ins, ctx):
 
 @semantics("v_permlane32_swap_b32")
 def v_permlane32_swap_b32(wave, ins, ctx):
-    """Swap vdst[lanes 32-63] with vsrc[lanes 0-31] (both registers are written)."""
+    """Swap vdst[lanes 32-63] with vsrc[lanes 0-31] (both registers are written). The kernels run it with every
+    lane on; anything else is refused rather than guessed."""
+    if not wave.exec_mask().all():
+        raise EmulatorError(f"{at(ins)}: v_permlane32_swap_b32 with EXEC not all ones (unmodelled)")
     d, s = _u(wave, ins, 0), _u(wave, ins, 1)
     new_d = np.concatenate([d[:32], s[:32]])
     new_s = np.concatenate([d[32:], s[32:]])
