@@ -294,6 +294,18 @@ k:
   v_mov_b32 v18, v21
   s_nop 1
   v_permlane32_swap_b32 v18, v22
+  v_cmp_gt_u32 vcc, 5, v21
+  v_cndmask_b32 v17, 0, 1, vcc
+  v_cmp_gt_u32 vcc, 5, v21
+  v_cndmask_b32 v17, v16, v15, vcc
+  v_cmp_gt_u32 vcc, 5, v21
+  s_nop 1
+  v_cndmask_b32 v17, 0, 1, vcc
+  v_add_u32 v14, 1, v21
+  v_readfirstlane_b32 s4, v14
+  v_add_u32 v14, 1, v21
+  s_nop 0
+  v_readfirstlane_b32 s4, v14
   s_endpgm
 .rodata
 .p2align 6
@@ -309,16 +321,20 @@ def test_lint_counts_wait_states_between(tmp_path):
     """Wait states are the instructions between producer and consumer, the producer not among them: an MFMA result
     read after 18 of its 19 is a hazard; a transcendental's read by the next VALU is one (1 needed), after an s_nop 0
     it is not, and by another transcendental it is not; a VALU write a v_permlane32_swap reads after 1 of its 2
-    wait states is one, after 2 it is not."""
+    wait states is one, after 2 it is not; VCC from a compare named by the next VALU (an e64 form) is one, read
+    implicitly (e32) or after 2 wait states it is not; a VGPR v_readfirstlane reads right after its VALU write is
+    one, after 1 wait state it is not."""
     (tmp_path / "w.s").write_text(WAIT_STATE_EDGES)
     subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "w.s"),
                     "-o", str(tmp_path / "w.o")], check=True)
     subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "w.o"), "-o", str(tmp_path / "w.co")], check=True)
     problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "w.co")))
-    assert len(problems) == 3, problems
+    assert len(problems) == 5, problems
     assert "v_add_f32" in problems[0] and "1 wait states too early" in problems[0]
     assert "v_add_f32" in problems[1] and "transcendental" in problems[1] and "0 of 1" in problems[1]
     assert "v_permlane32_swap" in problems[2] and "1 of 2" in problems[2]
+    assert "v_cndmask_b32_e64" in problems[3] and "vcc" in problems[3] and "0 of 2" in problems[3]
+    assert "v_readfirstlane_b32" in problems[4] and "0 of 1" in problems[4]
 
 
 @pytest.mark.parametrize("name", QUANTIZERS)

@@ -14,6 +14,9 @@ kernels are written to, the largest the tables give per case):
   * a transcendental (v_exp, v_log, v_rcp, v_rsq, v_sqrt, v_sin, v_cos) whose result a non-transcendental VALU
     reads needs 1 wait state in between (the trans forwarding hazard of gfx940 and later: LLVM's
     GCNHazardRecognizer::checkVALUHazards, TransDefWaitstates = 1).
+  * gfx940 and later (LLVM's hasVDecCoExecHazard, in GCNHazardRecognizer::checkVALUHazards): a VALU write of an SGPR
+    (VCC too: a compare, a carry) that a VALU then names as an operand needs 2 wait states; a VALU write of a VGPR
+    that v_readfirstlane / v_readlane then reads needs 1. (An e32 form's VCC is implicit, not named.)
 A back-to-back MFMA that accumulates into the same registers (SrcC = previous vDst) needs none.
 The scan is linear in program order, and the body of each backward branch is scanned twice so that its
 end meets its start. Usage: python tools/gfx950_lint.py build/gfx950/x.co -> exit 1 with one line per hazard.
@@ -26,6 +29,42 @@ MFMA_PASSES = {"32x32": 16, "16x16": 8}
 VALU_TO_MFMA_WAIT = 2  # also a VALU write to a v_permlane*_swap reading it
 TRANS = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_")
 TRANS_TO_VALU_WAIT = 1
+VALU_SGPR_TO_VALU_WAIT = 2
+VALU_TO_READLANE_WAIT = 1
+_SGPR = re.compile(r"\b(?:s\[(\d+):(\d+)\]|s(\d+)|(vcc))\b")
+# VOP3b: a second destination, the SGPR pair of a carry or a condition
+_VOP3B = ("v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_", "v_add_co_u32_e64", "v_sub_co_u32_e64",
+          "v_subrev_co_u32_e64", "v_addc_co_u32_e64", "v_subb_co_u32_e64", "v_subbrev_co_u32_e64")
+_CARRY_E32 = ("v_add_co_u32_e32", "v_sub_co_u32_e32", "v_subrev_co_u32_e32", "v_addc_co_u32_e32",
+              "v_subb_co_u32_e32", "v_subbrev_co_u32_e32")
+
+
+def _sgprs(operand):
+    found = set()
+    for lo, hi, single, vcc in _SGPR.findall(operand):
+        if vcc:
+            found |= {"vcc_lo", "vcc_hi"}
+        elif lo:
+            found |= {f"s{r}" for r in range(int(lo), int(hi) + 1)}
+        else:
+            found.add(f"s{single}")
+    return found
+
+
+def _sgpr_access(mnemonic, operands):
+    """(SGPRs a VALU writes, SGPRs it names as sources)."""
+    parts = [p.strip() for p in operands.split(",")]
+    written, first_source = set(), 1
+    if mnemonic.startswith(("v_cmp", "v_readfirstlane", "v_readlane")):
+        written = {"vcc_lo", "vcc_hi"} if mnemonic.endswith("_e32") else _sgprs(parts[0])
+    elif mnemonic.startswith(_CARRY_E32):
+        written = {"vcc_lo", "vcc_hi"}
+    elif mnemonic.startswith(_VOP3B):
+        written, first_source = _sgprs(parts[1]), 2
+    read = set().union(*(_sgprs(p) for p in parts[first_source:])) if len(parts) > first_source else set()
+    if mnemonic.endswith("_e32"):
+        read -= {"vcc_lo", "vcc_hi"}
+    return written, read
 _REG = re.compile(r"\b([vas])(?:\[(\d+):(\d+)\]|(\d+))")
 _LINE = re.compile(r"^\s+([a-z_0-9]+)\s*(.*?)\s*//\s*([0-9A-F]+):")
 _BRANCH = re.compile(r"^s_(?:cbranch_\w+|branch)$")
@@ -84,6 +123,8 @@ def lint(instructions):
     pending = []  # (registers, wait states still needed, address of the MFMA)
     valu_written = []  # (registers, wait states still needed, address)
     trans_written = []  # (registers, wait states still needed, address)
+    sgpr_written = []  # (SGPRs a VALU wrote, wait states still needed, address)
+    vgpr_for_readlane = []  # (VGPRs a VALU wrote, wait states still needed, address)
     for i in _order(instructions):
         address, mnemonic, operands = instructions[i]
         regs = _vgprs(operands)
@@ -123,6 +164,23 @@ def lint(instructions):
                                         f"{TRANS_TO_VALU_WAIT} wait states")
             if mnemonic.startswith(TRANS) and regs:
                 produced.append((trans_written, regs[0], TRANS_TO_VALU_WAIT))
+            if mnemonic.startswith("v_"):
+                s_written, s_read = _sgpr_access(mnemonic, operands)
+                for written, need, at in sgpr_written:
+                    if written & s_read:
+                        problems.append(f"{address:#x} {mnemonic} reads {sorted(written & s_read)[0]} written by the "
+                                        f"VALU at {at:#x} with {VALU_SGPR_TO_VALU_WAIT - need} of "
+                                        f"{VALU_SGPR_TO_VALU_WAIT} wait states")
+                if mnemonic.startswith(("v_readfirstlane", "v_readlane")) and len(regs) > 1:
+                    for written, need, at in vgpr_for_readlane:
+                        if written & regs[1]:
+                            problems.append(f"{address:#x} {mnemonic} reads v{sorted(written & regs[1])[0][1]} "
+                                            f"written by the VALU at {at:#x} with {VALU_TO_READLANE_WAIT - need} of "
+                                            f"{VALU_TO_READLANE_WAIT} wait states")
+                if s_written:
+                    produced.append((sgpr_written, s_written, VALU_SGPR_TO_VALU_WAIT))
+                if regs and not mnemonic.startswith(("v_readfirstlane", "v_readlane", "v_cmp")):
+                    produced.append((vgpr_for_readlane, regs[0], VALU_TO_READLANE_WAIT))
             if mnemonic.startswith("v_") and regs:
                 produced.append((valu_written, regs[0], VALU_TO_MFMA_WAIT))
         # this instruction is a wait state for what came before it, not for what it produces itself
@@ -130,6 +188,8 @@ def lint(instructions):
         pending[:] = [(r, n - step, a) for r, n, a in pending if n - step > 0]
         valu_written[:] = [(r, n - step, a) for r, n, a in valu_written if n - step > 0]
         trans_written[:] = [(r, n - step, a) for r, n, a in trans_written if n - step > 0]
+        sgpr_written[:] = [(r, n - step, a) for r, n, a in sgpr_written if n - step > 0]
+        vgpr_for_readlane[:] = [(r, n - step, a) for r, n, a in vgpr_for_readlane if n - step > 0]
         for entries, registers, need in produced:
             entries.append((registers, need, address))
     return problems
