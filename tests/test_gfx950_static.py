@@ -231,13 +231,19 @@ def test_no_mfma_hazards(name):
     assert gfx950_lint.lint(gfx950_lint.disassemble(str(code_object(name)))) == []
 
 
+def _lint_body(tmp_path, body):
+    """The lint's findings on a one-kernel code object around `body` (assembled and linked here)."""
+    source = (".amdgcn_target \"amdgcn-amd-amdhsa--gfx950\"\n.text\n.globl k\n.p2align 8\n.type k,@function\nk:"
+              + body + "  s_endpgm\n.rodata\n.p2align 6\n.amdhsa_kernel k\n  .amdhsa_next_free_vgpr 32\n"
+              "  .amdhsa_next_free_sgpr 8\n  .amdhsa_accum_offset 32\n.end_amdhsa_kernel\n")
+    (tmp_path / "k.s").write_text(source)
+    subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "k.s"),
+                    "-o", str(tmp_path / "k.o")], check=True)
+    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "k.o"), "-o", str(tmp_path / "k.co")], check=True)
+    return gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "k.co")))
+
+
 HAZARDS = """
-.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
-.text
-.globl k
-.p2align 8
-.type k,@function
-k:
   v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], 0
   s_nop 7
   v_add_f32 v30, v1, v1
@@ -247,35 +253,17 @@ k:
   s_nop 7
   s_nop 2
   v_add_f32 v30, v1, v1
-  s_endpgm
-.rodata
-.p2align 6
-.amdhsa_kernel k
-  .amdhsa_next_free_vgpr 32
-  .amdhsa_next_free_sgpr 8
-  .amdhsa_accum_offset 32
-.end_amdhsa_kernel
 """
 
 
 def test_lint_finds_hazards(tmp_path):
-    (tmp_path / "h.s").write_text(HAZARDS)
-    subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "h.s"),
-                    "-o", str(tmp_path / "h.o")], check=True)
-    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "h.o"), "-o", str(tmp_path / "h.co")], check=True)
-    problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "h.co")))
+    problems = _lint_body(tmp_path, HAZARDS)
     assert len(problems) == 2, problems
     assert "v_add_f32" in problems[0] and "wait states too early" in problems[0]  # 8 of 19 wait states
     assert "v_mfma" in problems[1] and "written by the VALU" in problems[1]       # v16 right before
 
 
 WAIT_STATE_EDGES = """
-.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
-.text
-.globl k
-.p2align 8
-.type k,@function
-k:
   v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], 0
   s_nop 7
   s_nop 7
@@ -306,14 +294,6 @@ k:
   v_add_u32 v14, 1, v21
   s_nop 0
   v_readfirstlane_b32 s4, v14
-  s_endpgm
-.rodata
-.p2align 6
-.amdhsa_kernel k
-  .amdhsa_next_free_vgpr 32
-  .amdhsa_next_free_sgpr 8
-  .amdhsa_accum_offset 32
-.end_amdhsa_kernel
 """
 
 
@@ -324,11 +304,7 @@ def test_lint_counts_wait_states_between(tmp_path):
     wait states is one, after 2 it is not; VCC from a compare named by the next VALU (an e64 form) is one, read
     implicitly (e32) or after 2 wait states it is not; a VGPR v_readfirstlane reads right after its VALU write is
     one, after 1 wait state it is not."""
-    (tmp_path / "w.s").write_text(WAIT_STATE_EDGES)
-    subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "w.s"),
-                    "-o", str(tmp_path / "w.o")], check=True)
-    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "w.o"), "-o", str(tmp_path / "w.co")], check=True)
-    problems = gfx950_lint.lint(gfx950_lint.disassemble(str(tmp_path / "w.co")))
+    problems = _lint_body(tmp_path, WAIT_STATE_EDGES)
     assert len(problems) == 5, problems
     assert "v_add_f32" in problems[0] and "1 wait states too early" in problems[0]
     assert "v_add_f32" in problems[1] and "transcendental" in problems[1] and "0 of 1" in problems[1]
