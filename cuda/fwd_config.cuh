@@ -172,7 +172,8 @@ struct FwdConfig {
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32,
     // fp8 16, twice at 128 keys; 24 at 192), Q (dim_qk / 16 x 4 bf16, dim_qk / 32 x 4 fp8: 32 / 16 at 128, 48 / 24
     // at 192) and addresses. bf16: 128 * 40 + 256 * 232 = 64512; fp8: 256 * 40 + 256 * 216 = 65536 (the whole
-    // register file); fp8 at 192 keys: 128 * 40 + 256 * 232 = 64512 (a producer warpgroup at 32 spilled).
+    // register file); fp8 at 192 keys: 128 * 40 + 256 * 232 = 64512 (a producer warpgroup at 32 spilled; at 48
+    // the consumers' .inc hung: see kLaunchRegs).
     // Q is held in registers as the A operand of S = Q K^T where it costs at most 32 of them (dim_qk * bytes
     // / 8 per thread); bf16 at dim_qk 192 would need 48 and spill, so there S reads Q from shared memory.
     // At 192 keys a tile, S's 96 registers leave room for 16 of Q (fp8 dim_qk 128), not 24 (dim_qk 192).
@@ -196,8 +197,13 @@ struct FwdConfig {
     static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
     static_assert(kBlockN / kPvMmaK <= 8, "FP_MUFU_STEPS' 8 is every K step of a tile");
     static_assert(kQInRegisters || !kIsFp8 || kBlockN == 192, "fp8 S = Q K^T from shared memory: at 192 keys only");
-    static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <= 65536,
-                  "register file");
+    // A CTA owns the registers it launched with: under __launch_bounds__(kThreads, 1) ptxas gives each thread the
+    // register file's share rounded down to 8 (128 at 512 threads, 168 at 384), and setmaxnreg.inc waits, forever,
+    // until the warpgroups' .dec have freed what it asks for. At 384 threads that is 64512, not 65536.
+    static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+    static_assert((kProducerRegs * kProducerWarpgroups + kConsumerRegs * kConsumerWarpgroups) * 128 <=
+                      kLaunchRegs * kThreads,
+                  "setmaxnreg asks for more registers than the CTA launched with: the consumers' .inc would hang");
 };
 
 constexpr uint32_t kE4m3OneX4 = 0x38383838u;  // four e4m3 codes of 1.0
