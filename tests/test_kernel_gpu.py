@@ -369,13 +369,13 @@ def _extreme_scores_problem(case, seed):
     score carries a common 350 log2 units (q's last dim code 0.875, k's 448, per-tensor descales 1 and 7; k's
     other codes / 64), so that the rows' max passes 256 while the scores around it spread over a few log2 units
     as usual. "multiplier_underflow": descales times 2^-12 each, so that 8 scale_log2 is below float16's normal
-    range. Returns (codes, descale, dequantized) of q, k, v."""
+    range; "multiplier_overflow": times 2^16 each, above it (and every row an argmax). Returns (codes, descale, dequantized) of q, k, v."""
     dims, heads_kv = (128, 128), 2
     (q8, qd, qx), (k8, kd, kx), v = _small_q(_fp8_problem((1, 300, 300, 4, heads_kv), dims, "per_head", seed), dims,
                                              heads_kv)
-    if case == "multiplier_underflow":
-        qd, kd = qd * 2.0**-12, kd * 2.0**-12
-        return (q8, qd, qx * 2.0**-12), (k8, kd, kx * 2.0**-12), v
+    if case in ("multiplier_underflow", "multiplier_overflow"):
+        factor = 2.0**-12 if case == "multiplier_underflow" else 2.0**16
+        return (q8, qd * factor, qx * factor), (k8, kd * factor, kx * factor), v
     # The common part sits in the last k32 step of S's float16 accumulation: one rounding at its magnitude, as
     # _f16_scores_floor rounds the whole sum once.
     q, k = q8.float(), k8.float() / 64
@@ -409,6 +409,26 @@ def test_fp8_float16_scores_extreme_scales(case):
     assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; " \
                                f"floor {floor:.3e}"
 
+
+
+def test_fp8_float16_scores_multiplier_overflow():
+    """Descales of 2^16 each: 8 scale_log2 above float16's range (the exact form's clamped shift,
+    cuda/f16_scores.cuh) and every row an argmax, where near-ties flip with any rounding of S, so no floor holds
+    (test_fp8_float16_scores_extreme_scales' docstring). What must hold: every element written and finite, and each
+    output a convex combination of the V rows its query sees (the row sum is taken from the probabilities P.V
+    uses): within each dimension's range over those keys, up to bf16's rounding of the output."""
+    seed = _seed()
+    (q8, qd, _), (k8, kd, _), (v8, vd, vx) = _extreme_scores_problem("multiplier_overflow", seed)
+    out = _poisoned(1, 300, 4, 128)
+    fp.attention(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    v = vx.repeat_interleave(2, 2)[0]  # (keys, heads_q, dim): 4 query heads over 2 KV heads
+    seen_max, seen_min = torch.cummax(v, 0).values, torch.cummin(v, 0).values  # causal, seqlen_q = seqlen_k
+    o = out[0].double()
+    slack = 2.0**-8 * torch.maximum(seen_max.abs(), seen_min.abs())
+    outside = (o > seen_max + slack) | (o < seen_min - slack)
+    assert not outside.any(), f"seed {seed}: {int(outside.sum())} outputs outside the range of the V rows they see"
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_fp8_float16_scores_codes_bit_exact(causal):
