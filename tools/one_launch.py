@@ -24,6 +24,8 @@ def main():
     ap.add_argument("--block-tokens", type=int, default=None,
                     help="fp8: per-block power-of-two descales (random exponents in -3..3) instead of factors of 1")
     ap.add_argument("--probabilities", choices=("default", "fp16"), default="default", help="fp8: P's precision")
+    ap.add_argument("--scores", choices=("fp32", "fp16"), default="fp32",
+                    help="fp8: S's precision (fp16: q's codes scaled into +-0.75 so every item takes float16 scores)")
     args = ap.parse_args()
     shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
              "v": (args.batch, args.seq, args.heads_kv, args.dim_v or args.dim)}
@@ -32,6 +34,8 @@ def main():
     if args.dtype == "bf16":
         q, k, v = (x[n].to(torch.bfloat16) for n in "qkv")
     else:
+        if args.scores == "fp16":
+            x["q"] = x["q"].clamp(-3, 3) / 4
         q, k, v = (x[n].to(torch.float8_e4m3fn) for n in "qkv")
         if args.block_tokens:
             def scales(x):
@@ -43,10 +47,11 @@ def main():
             one = torch.ones((), device="cuda")
             kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
         kwargs["probabilities"] = args.probabilities
+        kwargs["scores"] = args.scores
     for _ in range(args.repeat):
         out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()
-    print(f"{args.dtype} P {args.probabilities} {tuple(q.shape)} kv {tuple(k.shape)}: "
+    print(f"{args.dtype} P {args.probabilities} S {args.scores} {tuple(q.shape)} kv {tuple(k.shape)}: "
           f"out finite: {bool(torch.isfinite(out).all())}")
 
 
