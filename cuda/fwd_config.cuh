@@ -132,7 +132,7 @@ struct FwdConfig {
     // bf16 at dim_qk 128: each tile's exponentials are taken against the row's running max as it stood (a lazy
     // reference), raised only where the tile passes it by more than kLazySlackLog2 (p up to 2^8 is exact enough in
     // bf16 and float32): the row max's reduction leaves the path from S to P, and O is rescaled on the rare tile that
-    // raises it. Measured 2-3% faster at dim_qk 128, 1-2% slower at 192 (bench/NOTES.md), so 128 only.
+    // raises it. Measured 2-3% faster at dim_qk 128, 0-2% slower at 192 (bench/NOTES.md, twice), so 128 only.
     static constexpr bool kLazyMax = !kIsFp8 && kDimQk == 128;
     static constexpr float kLazySlackLog2 = 8.0f;
     // e4m3 codes: P's row sums by the P.V wgmma itself (m64n136: V^T and 8 rows of ones, VtLayout) at 192 keys; at
