@@ -381,7 +381,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         d.tail = wgmma_desc_move(d.tail, (to - from) * kVSlotBytes);
     };
     auto issue_pv = [&](const PvDescriptors &d, const uint32_t (&p)[kPRegs]) {
-        const uint64_t v_stage_desc = d.main;
 #pragma unroll
         for (int step = 0; step < kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
@@ -389,7 +388,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 constexpr int kMainSteps = 128 / Config::kPvMmaK;
                 const uint64_t desc_v =
                     step < kMainSteps
-                        ? wgmma_desc_advance(v_stage_desc, step * kStepBytes)
+                        ? wgmma_desc_advance(d.main, step * kStepBytes)
                         : wgmma_desc_advance(d.tail, (step - kMainSteps) * kStepBytes);
                 if constexpr (Config::kSumsInPv) {
                     ptx::wgmma_m64n136k32_f32_e4m3_rs(o, a, desc_v, 1);
@@ -399,10 +398,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                                                     step > 0);
                 }
             } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
-                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * 16 * 128);
+                const uint64_t desc_v = wgmma_desc_advance(d.main, step * 16 * 128);
                 ptx::wgmma_m64n128k16_f32_f16_rs_mn(o, a, desc_v, 1);
             } else {
-                const uint64_t desc_v = wgmma_desc_advance(v_stage_desc, step * Input::kMmaK * Config::kSwizzleV);
+                const uint64_t desc_v = wgmma_desc_advance(d.main, step * Input::kMmaK * Config::kSwizzleV);
                 ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
             }
         }

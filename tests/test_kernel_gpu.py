@@ -393,13 +393,13 @@ def test_fp8_float16_scores_extreme_scales(case):
     step wins flips between any two roundings of S: 14% of seeds measured over 1.5x that floor, up to 30x, with
     the kernel bitwise the same (bench/NOTES.md, session 11). Such inputs test ties, not the kernel.)"""
     seed = _seed()
-    heads_kv = 2
     (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _extreme_scores_problem(case, seed)
+    heads_kv = k8.shape[2]
     if case == "max_beyond_256":
         scale_log2 = float(qd * kd) / math.sqrt(128) / math.log(2)
         assert 300 < 392 * scale_log2 < 400, "the common part of the scores, in log2 units"
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=True)
-    out = _poisoned(1, 300, 4, 128)
+    out = _poisoned(*q8.shape[:3], v8.shape[3])
     fp.attention(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
@@ -410,7 +410,6 @@ def test_fp8_float16_scores_extreme_scales(case):
                                f"floor {floor:.3e}"
 
 
-
 def test_fp8_float16_scores_multiplier_overflow():
     """Descales of 2^16 each: 8 scale_log2 above float16's range (the exact form's clamped shift,
     cuda/f16_scores.cuh) and every row an argmax, where near-ties flip with any rounding of S, so no floor holds
@@ -419,16 +418,17 @@ def test_fp8_float16_scores_multiplier_overflow():
     uses): within each dimension's range over those keys, up to bf16's rounding of the output."""
     seed = _seed()
     (q8, qd, _), (k8, kd, _), (v8, vd, vx) = _extreme_scores_problem("multiplier_overflow", seed)
-    out = _poisoned(1, 300, 4, 128)
+    out = _poisoned(*q8.shape[:3], v8.shape[3])
     fp.attention(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
-    v = vx.repeat_interleave(2, 2)[0]  # (keys, heads_q, dim): 4 query heads over 2 KV heads
+    v = vx.repeat_interleave(q8.shape[2] // k8.shape[2], 2)[0]  # (keys, heads_q, dim): each query head's KV head
     seen_max, seen_min = torch.cummax(v, 0).values, torch.cummin(v, 0).values  # causal, seqlen_q = seqlen_k
     o = out[0].double()
     slack = 2.0**-8 * torch.maximum(seen_max.abs(), seen_min.abs())
     outside = (o > seen_max + slack) | (o < seen_min - slack)
     assert not outside.any(), f"seed {seed}: {int(outside.sum())} outputs outside the range of the V rows they see"
+
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_fp8_float16_scores_codes_bit_exact(causal):
