@@ -112,6 +112,22 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t *bar, uint32_t pha
         : "memory");
 }
 
+// mbarrier.test_wait.parity.shared::cta.b64: whether the phase of parity `phase` completed, without waiting.
+__device__ __forceinline__ bool mbarrier_test_wait_parity(uint64_t *bar, uint32_t phase)
+{
+    uint32_t done;
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(phase)
+        : "memory");
+    return done != 0;
+}
+
 // ---- bulk tensor copy (9.7.9.25) -------------------------------------------------------------------------
 
 // cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes: one TMA box of a 4-d tensor
