@@ -15,9 +15,14 @@
 // shortest first in the others (a zigzag): a descending run followed by a descending one would put the shortest and
 // the longest items in one round and break the snake's balance (1.29x the ideal finish in a model of the 16k
 // DeepSeek shape with sections of 4 heads in plain order, 1.002x zigzag). A section holds at least three rounds of
-// items, and sections are used from 64 m-blocks (8k tokens) on: below, the model found up to 4.5% imbalance and K
-// and V are re-read by few items anyway. Measured sustained (tools/power.py, a8da61a): hd128 32/32 16k 2.41 -> 2.23
-// ms a call, the DeepSeek shape 3.5% (16k) and 5.3% (32k) faster, 32/8 16k unchanged; outputs bit for bit the same.
+// items. Measured sustained (tools/power.py, a8da61a): hd128 32/32 16k 2.41 -> 2.23 ms a call, the DeepSeek shape
+// 3.5% (16k) and 5.3% (32k) faster, 32/8 16k unchanged; outputs bit for bit the same.
+// Sections are used from 16 m-blocks (2k tokens) on. Short rows re-read K and V as often (every m-block of a head
+// reads its K and V up to the diagonal), and at 4k x 4 the DeepSeek shape without sections kept DRAM 50% busy
+// against FlashAttention-3's 14% (ncu). Between 16 and 64 m-blocks the balance model finds up to 4.4% imbalance (40
+// heads at 4k), but the traffic saved outweighs it wherever measured (session 13, back to back, ratio to FA3, bf16
+// / fp8): DeepSeek shape 2k x 8 0.83 -> 0.97 / 1.08 -> 1.13, 4k x 4 0.86 -> 0.96 / 1.05 -> 1.13; 32/32 heads 4k x 2
+// 0.90 -> 0.98 / 1.19 -> 1.23; 40/40 4k 1.01 -> 1.03 / equal; 32/8 4k x 4 +1% / equal.
 #pragma once
 
 #include <cstdint>
@@ -53,7 +58,7 @@ FP_HOST_DEVICE inline WorkItem work_item_at(int index, int m_blocks, int heads_q
 inline int section_heads_for(int m_blocks, int heads_q, int heads_kv, int batch, int64_t kv_head_bytes,
                              int64_t l2_bytes, int grid)
 {
-    constexpr int kMinMBlocks = 64, kMinRounds = 3;
+    constexpr int kMinMBlocks = 16, kMinRounds = 3;
     const int heads_total = heads_q * batch, group = heads_q / heads_kv;
     const int64_t groups_fit = l2_bytes * 2 / 5 / (kv_head_bytes > 0 ? kv_head_bytes : 1);
     if (m_blocks < kMinMBlocks || groups_fit * group >= heads_total)

@@ -59,13 +59,14 @@ def test_every_item_once_and_kv_groups_whole(dump):
 def test_sections_where_kv_outgrows_l2(dump):
     shapes = {"mla 16k fp8": case(16384, 16, 16, 1, 192, 1), "hd128 32/32 16k fp8": case(16384, 32, 32, 1, 128, 1),
               "hd128 32/8 16k bf16": case(16384, 32, 8, 1, 128, 2), "hd128 32/8 4k b4 fp8": case(4096, 32, 8, 4, 128, 1),
-              "hd128 32/8 8k b2 fp8": case(8192, 32, 8, 2, 128, 1)}
+              "hd128 32/8 8k b2 fp8": case(8192, 32, 8, 2, 128, 1),
+              "mla 1k b16 bf16": case(1024, 16, 16, 16, 192, 2)}
     got = {name: section for name, (section, _) in zip(shapes, dump(list(shapes.values())))}
     # 5 MB of K and V a head: 4 heads in 40% of 50 MB; 4 MB: 4 heads (a divisor of 32 below 5); 8 MB a KV group of 4
-    # heads: 2 groups; 4k: under 64 m-blocks, no sections; 8k b2: 32 MB of K and V in 2 MB groups of 4 heads, a
-    # section the largest divisor of 64 heads within 10 groups
-    assert got == {"mla 16k fp8": 4, "hd128 32/32 16k fp8": 4, "hd128 32/8 16k bf16": 8, "hd128 32/8 4k b4 fp8": 128,
-                   "hd128 32/8 8k b2 fp8": 32}
+    # heads: 2 groups; 4k b4: 1 MB groups of 4 heads, the largest divisor of 128 heads within 20 groups; 8k b2: 32 MB
+    # of K and V in 2 MB groups of 4 heads, the largest divisor of 64 heads within 10 groups; 1k: under 16 m-blocks
+    assert got == {"mla 16k fp8": 4, "hd128 32/32 16k fp8": 4, "hd128 32/8 16k bf16": 8, "hd128 32/8 4k b4 fp8": 64,
+                   "hd128 32/8 8k b2 fp8": 32, "mla 1k b16 bf16": 256}
     # in a section the running CTAs read the K and V of its heads only
     section, items = dump([shapes["mla 16k fp8"]])[0]
     first_round = {h for _, h, _ in items[:GRID]}
@@ -74,10 +75,12 @@ def test_sections_where_kv_outgrows_l2(dump):
 
 def test_static_rounds_stay_balanced(dump):
     # the plain m-block-major order (one section) finishes within 0.4% of the ideal on these shapes; sections may
-    # cost at most 2% more in this model (from 64 m-blocks on; below, the order is the plain one)
+    # cost at most 2% more in this model from 64 m-blocks on, and 5% from 16 to 64 (40 heads at 4k: 4.4%), where the
+    # DRAM traffic they save, which the model leaves out, measured more (cuda/work_order.cuh); below 16, plain
     for c, (section, items) in zip(SWEEP, dump(SWEEP)):
         m_blocks, heads_q, _, batch = c[:4]
         plain = [(m_blocks - 1 - i // (heads_q * batch), (i % (heads_q * batch)) % heads_q,
                   (i % (heads_q * batch)) // heads_q) for i in range(len(items))]
         grid = c[6]
-        assert makespan(items, m_blocks, grid) <= makespan(plain, m_blocks, grid) * 1.02, (c, section)
+        bound = 1.02 if m_blocks >= 64 else 1.05
+        assert makespan(items, m_blocks, grid) <= makespan(plain, m_blocks, grid) * bound, (c, section)
