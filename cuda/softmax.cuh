@@ -76,7 +76,28 @@ struct OnlineMax {
     __device__ __forceinline__ void update(const float (&s)[kRegs], float scale_log2, float (&rescale)[2],
                                            float (&max_used)[2])
     {
-        // Four independent chains per half (by e % 2 and column-group parity) keep the reduction short.
+        float thread_max[2], tile_max[2];
+        thread_max_of_bits(s, thread_max);
+        bool negative[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = quad_max(thread_max[h]);
+            negative[h] = __float_as_int(tile_max[h]) < 0;
+        }
+        if (__any_sync(0xffffffffu, negative[0] || negative[1])) {  // a row below 0 over the whole tile
+            thread_max_of_floats(s, thread_max);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                tile_max[h] = quad_max(thread_max[h]);
+        }
+        update_from_tile_max(tile_max, scale_log2, rescale, max_used);
+    }
+
+    // This thread's max of each row over s, by FMNMX (four independent chains per half, by e % 2 and column-group
+    // parity, keep the reduction short).
+    template <int kRegs>
+    __device__ __forceinline__ static void thread_max_of_floats(const float (&s)[kRegs], float (&thread_max)[2])
+    {
         float part_max[2][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -86,12 +107,32 @@ struct OnlineMax {
 #pragma unroll
         for (int e = 0; e < kRegs; ++e)
             part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
-        float thread_max[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
             thread_max[h] = fmaxf(fmaxf(part_max[h][0], part_max[h][1]), fmaxf(part_max[h][2], part_max[h][3]));
-        float tile_max[2];
-        update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
+    }
+
+    // The same over the scores' bits as signed integers: ptxas merges the chains into three-input VIMNMX3, two scores
+    // an instruction (sm_90 has no three-input float max; FMNMX takes one). Float bits order as integers among
+    // non-negative floats, and every non-negative float's bits exceed every negative one's: where the thread's row
+    // holds a score >= +0 this is its max, else some negative score of the row, which may be below the max. So a
+    // row whose max over its quad comes out negative is taken again by FMNMX (update).
+    template <int kRegs>
+    __device__ __forceinline__ static void thread_max_of_bits(const float (&s)[kRegs], float (&thread_max)[2])
+    {
+        int32_t part_max[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                part_max[h][c] = INT32_MIN;
+#pragma unroll
+        for (int e = 0; e < kRegs; ++e)
+            part_max[acc_half(e)][acc_chain(e)] = max(part_max[acc_half(e)][acc_chain(e)], __float_as_int(s[e]));
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            thread_max[h] =
+                __int_as_float(max(max(part_max[h][0], part_max[h][1]), max(part_max[h][2], part_max[h][3])));
     }
 
     // The same from this thread's max of each of its two rows over the tile (float16 scores take it so); also gives
@@ -101,8 +142,17 @@ struct OnlineMax {
                                                            float (&tile_max)[2])
     {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < 2; ++h)
             tile_max[h] = quad_max(thread_max[h]);
+        update_from_tile_max(tile_max, scale_log2, rescale, max_used);
+    }
+
+    // The same from the rows' raw max over the tile.
+    __device__ __forceinline__ void update_from_tile_max(const float (&tile_max)[2], float scale_log2,
+                                                         float (&rescale)[2], float (&max_used)[2])
+    {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
             const float new_max = fmaxf(row_max[h], tile_max[h] * scale_log2);
             max_used[h] = new_max == -INFINITY ? 0.0f : new_max;
             rescale[h] = ptx::ex2_approx_ftz(row_max[h] - max_used[h]);

@@ -178,6 +178,34 @@ def test_bf16_scores_far_below_zero_after_masked_first_tile(dims):
     _check_bf16(*(x.to(torch.bfloat16) for x in (q, k, v)), True, seed)
 
 
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_rows_whose_scores_are_all_below_zero(dtype, causal, dims):
+    """Every score of every other row lies below 0 (q's channel 0 is 1 there, 0 elsewhere; k's is -80: scores about
+    -80 +- 11 before the softmax scale), in every tile. The row max over a tile is taken on the scores' bits as
+    integers (softmax.cuh, thread_max_of_bits), exact only where a row holds a score >= 0; these rows, and a warp
+    that mixes them with the others, must take the float path."""
+    seed = _seed()
+    shape = (1, 1000, 1000, 4, 1)
+    q, k, v = _inputs(shape, dims, seed)
+    q[:, :, :, 0] = (torch.arange(shape[1], device="cuda") % 2).float()[None, :, None]
+    k[:, :, :, 0] = -80.0
+    if dtype == "bf16":
+        _check_bf16(*(x.to(torch.bfloat16) for x in (q, k, v)), causal, seed)
+        return
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, True, shape[4]) for x in (q, k, v))
+    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    floor = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; " \
+                               f"P-and-output-rounding floor {floor:.3e}"
+
+
 def _fp8_problem(shape, dims, descales, seed):
     """((codes, descale, dequantized) of q, k, v). Per block: the inputs' scale changes every 64 tokens (q, k by
     2^-2..2^1, keeping the scores' range usual; v by 2^-6..2^6), so the block exponents vary along each head and

@@ -124,6 +124,25 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
     assert not races, f"{dtype}: {len(races)} writes to in-flight A registers, e.g. {races[:2]}"
 
 
+def _windows(sass, dtype, markers):
+    """For each wait_group 1 ... wait_group 0 window of the kernel (the softmax of S(n) beside P(n-1) V(n-1)), how
+    many of its instructions contain each marker."""
+    windows, inside = [], None
+    for line in _kernel(sass, dtype).splitlines():
+        if not re.match(r"\s+/\*[0-9a-f]{4,}\*/", line):
+            continue
+        line = line.split(";")[0]
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
+            inside = [0] * len(markers)
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
+            windows.append(inside)
+            inside = None
+        elif inside is not None:
+            for i, marker in enumerate(markers):
+                inside[i] += marker in line
+    return windows
+
+
 # The softmax's signature instructions and how many of them one 64-row tile needs per thread (a window must show
 # one of its kernel's): fp8 converts 64 code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64
 # scores (MUFU.EX2); fp8 at 192 keys prepares 96 code values (FFMA; their conversion waits for P's registers), with
@@ -142,22 +161,26 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
     that wait above the softmax before (bench/NOTES.md v11) and the softmax below it (a loop unrolled by two):
     either way the two no longer overlap, with correct results, so only the machine code shows it."""
     markers = SOFTMAX.get(dtype, SOFTMAX[dtype.split()[0]])
-    lines = [line.split(";")[0] for line in _kernel(sass, dtype).splitlines()
-             if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
-    windows, inside = [], None
-    for line in lines:
-        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
-            inside = [0] * len(markers)
-        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
-            windows.append(inside)
-            inside = None
-        elif inside is not None:
-            for i, (marker, _) in enumerate(markers):
-                inside[i] += marker in line
+    windows = _windows(sass, dtype, [marker for marker, _ in markers])
     assert windows, f"{dtype}: no wait_group 1 ... wait_group 0 window"
     all_of = dtype in SOFTMAX  # a kernel's own list needs all of its markers, a kind's any one
     short = [w for w in windows if not (all if all_of else any)(n >= per_tile for n, (_, per_tile) in zip(w, markers))]
     assert not short, f"{dtype}: softmax instructions {markers} between the waits: {windows}"
+
+
+# Scores per thread and tile of the kernels whose row max is OnlineMax::update's (all but bf16 at dim_qk 128, whose
+# lazy max measures x against a reference, mostly below 0).
+ROW_MAX_SCORES = {k: 96 if k.split()[0] in ("fp8-kv192", "fp8-f16s") else 64 for k in KERNELS if k != "bf16 hd128"}
+
+
+@pytest.mark.parametrize("dtype", list(ROW_MAX_SCORES))
+def test_row_max_takes_two_scores_an_instruction(sass, dtype):
+    """The row max over float32 scores runs on their bits as integers, which ptxas merges into three-input VIMNMX3
+    (softmax.cuh, thread_max_of_bits): two scores an instruction, where FMNMX takes one. It measured 3% of fp8's
+    time (bench/NOTES.md). Each softmax window needs half its scores' worth, less the eight chains' ends."""
+    scores = ROW_MAX_SCORES[dtype]
+    windows = [n for n, in _windows(sass, dtype, ["VIMNMX3 "])]
+    assert max(windows, default=0) >= scores // 2 - 8, f"{dtype}: VIMNMX3 per window {windows}, {scores} scores"
 
 
 @pytest.mark.parametrize("dtype", [k for k in KERNELS if k.split()[0] in ("fp8-kv192", "fp8-f16s")])
