@@ -89,3 +89,14 @@ extern "C" flashprefill_status fp_check_quantize_device(const flashprefill_quant
         return s;
     return FLASHPREFILL_SUCCESS;
 }
+
+extern "C" flashprefill_status fp_check_prepare_v_device(const flashprefill_prepare_v_params *p)
+{
+    int device = 0;
+    flashprefill_status s;
+    if ((s = current_hopper(&device)))
+        return s;
+    if ((s = check_on_device("v", p->v, device)) || (s = check_on_device("prepared", p->prepared, device)))
+        return s;
+    return FLASHPREFILL_SUCCESS;
+}

@@ -92,7 +92,7 @@ static_assert(e4m3_magnitude(f16_scores_q_code_max(128)) == 1.125 && e4m3_magnit
 
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
           flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT, bool kVPreparedLayout = false>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;
@@ -123,7 +123,11 @@ struct FwdConfig {
     // warpgroup of its own (all four warps); at 192 by warps 1-3 of the producer warpgroup, whose warp 0 issues
     // the TMA loads (two lanes).
     static constexpr bool kTransposerInProducer = kBlockN == 192;
-    static constexpr int kProducerWarpgroups = kIsFp8 && !kTransposerInProducer ? 2 : 1;
+    // FLASHPREFILL_V_LAYOUT_PREPARED (e4m3 codes): v arrives as V^T in P's key order, which TMA loads straight into
+    // V^T's slots (VtLayout): no V slots, no converting threads, so no converter warpgroup at 128 keys either.
+    static constexpr bool kVPrepared = kVPreparedLayout;
+    static_assert(!kVPrepared || kPCodes, "a prepared v holds e4m3 codes for e4m3 probabilities");
+    static constexpr int kProducerWarpgroups = kIsFp8 && !kTransposerInProducer && !kVPrepared ? 2 : 1;
     static constexpr int kConverterThread0 = kTransposerInProducer ? 32 : 128;  // the first converting thread
     static constexpr int kConverterThreads = kTransposerInProducer ? 96 : 128;
     // e4m3 codes at 128 keys are computed into a second P buffer while P.V reads the first; elsewhere the
@@ -160,7 +164,8 @@ struct FwdConfig {
     // two (208 KiB), as FlashAttention-3 does for that shape; so has fp8 with float16 P at dim_qk 192 (168 KiB).
     // Beyond the tiles: the barriers and descale slots (under 1 KiB, the storage being 1 KiB aligned) and the
     // launcher's 1 KiB of slack.
-    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + kTileVBytes + (kIsFp8 ? kTileVtBytes : 0)) +
+    static constexpr int kTileVSlotBytes = kVPrepared ? 0 : kTileVBytes;  // V's own slots (none where prepared)
+    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + kTileVSlotBytes + (kIsFp8 ? kTileVtBytes : 0)) +
                                                2048 <=
                                            kMaxSharedBytes
                                        ? 3
@@ -213,7 +218,7 @@ template <class Config>
 struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t q[Config::kTileQBytes];
     alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
-    alignas(1024) uint8_t v[Config::kStages][Config::kTileVBytes];
+    alignas(1024) uint8_t v[Config::kTileVSlotBytes ? Config::kStages : 0][Config::kTileVBytes];
     // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (VtLayout,
     // fp8_transpose.cuh). fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kVtStages : 0][Config::kTileVtBytes];

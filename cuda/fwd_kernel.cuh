@@ -56,7 +56,9 @@ struct DescaleArg {
 struct FwdArgs {
     CUtensorMap tm_q;  // (dim_qk, seqlen_q, heads_q, batch), box (kSwizzleQk bytes, kBlockM, 1, 1)
     CUtensorMap tm_k;  // (dim_qk, seqlen_k, heads_kv, batch), box (kSwizzleQk bytes, kBlockN, 1, 1)
-    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (kSwizzleV bytes, kBlockN, 1, 1)
+    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (kSwizzleV bytes, kBlockN, 1, 1); prepared v
+                       // (kVPrepared): (positions, dim_v, heads_kv, batch), box (128 positions, dim_v, 1, 1), sw128
+    CUtensorMap tm_v_tail;  // prepared v at 192 keys a tile: the same, box (64 positions, dim_v, 1, 1), sw64
     __nv_bfloat16 *out;
     int64_t out_stride_batch, out_stride_seq, out_stride_head;
     float *lse;  // NULL or (batch, heads_q, seqlen_q)
@@ -150,6 +152,14 @@ struct RingPositions {
         else
             return vt_own;
     }
+    // The V^T ring to advance on its own (the producer's V^T lane where v is prepared: it issues no V).
+    __device__ __forceinline__ VtState &vt_ring()
+    {
+        if constexpr (Config::kVtStages == Config::kStages)
+            return kv;
+        else
+            return vt_own;
+    }
     __device__ __forceinline__ void advance()
     {
         kv.advance();
@@ -168,7 +178,7 @@ struct TileChunks {
 // is the issuing lane's next K or V slot.
 template <class Config>
 __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range, int round, PipelineState<Config::kStages> &pipe)
+                                         int batch, KvRange range, int round, RingPositions<Config> &rings)
 {
     const int head_kv = head / args.heads_per_kv;
     const uint32_t thread = threadIdx.x % 128;
@@ -176,10 +186,9 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     // loads Q and every K tile (a K slot frees after S), lane 1 every V tile (a V slot frees after P.V).
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
-    // Each tile as column chunks of one swizzle row (kChunks of kSwizzle bytes) per tile row.
-    auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles, const CUtensorMap *map,
-                           uint32_t tile_bytes, auto chunks, auto write_descale) {
-        constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
+    // Each tile into its slot of a ring (pipe: the issuing lane's position in it) by `load`.
+    auto issue_ring = [&](auto &pipe, uint64_t *empty, uint64_t *full, uint32_t tile_bytes, auto write_descale,
+                          auto load) {
         // Not unrolled: ptxas unrolled it by four, which spilled at the bf16 producer's 24 registers.
 #pragma unroll 1
         for (int it = 0; it < range.end; ++it, pipe.advance()) {
@@ -188,10 +197,18 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
             ptx::mbarrier_wait_parity(&empty[stage], pipe.phase ^ 1);
             write_descale(stage, key0);
             ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
+            load(stage, key0);
+        }
+    };
+    // Each tile as column chunks of one swizzle row (kChunks of kSwizzle bytes) per tile row, K's and V's ring.
+    auto issue_tiles = [&](uint64_t *empty, uint64_t *full, auto tiles, const CUtensorMap *map,
+                           uint32_t tile_bytes, auto chunks, auto write_descale) {
+        constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
+        issue_ring(rings.kv, empty, full, tile_bytes, write_descale, [&](int stage, int key0) {
             for (int c = 0; c < kChunks; ++c)
                 ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
                                  c * kSwizzle / Config::Input::kBytes, key0, head_kv, batch);
-        }
+        });
     };
     if (thread == 0) {
         // Q's buffer is free once every consumer warp has read the previous item's Q.
@@ -207,11 +224,27 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
                 ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
         });
     } else if (thread == 1) {
-        issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes,
-                    TileChunks<Config::kVChunks, Config::kSwizzleV>{}, [&](int stage, int key0) {
-            if constexpr (Config::kIsFp8)
-                ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
-        });
+        if constexpr (Config::kVPrepared) {
+            // V^T as P.V reads it (VtLayout): positions 0-127 in 128-byte rows, at 192 keys 128-191 in 64-byte rows;
+            // the rows of ones below each part stay as the kernel wrote them.
+            using Layout = VtLayout<Config::kBlockN>;
+            issue_ring(rings.vt_ring(), ss.vt_empty, ss.vt_full, Config::kTileVBytes,
+                       [&](int stage, int key0) {
+                           ss.vt_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
+                       },
+                       [&](int stage, int key0) {
+                           ptx::tma_load_4d(ss.vt[stage], &args.tm_v, &ss.vt_full[stage], key0, 0, head_kv, batch);
+                           if constexpr (Layout::kTailBytes > 0)
+                               ptx::tma_load_4d(ss.vt[stage] + Layout::kTailOffset, &args.tm_v_tail,
+                                                &ss.vt_full[stage], key0 + 128, 0, head_kv, batch);
+                       });
+        } else {
+            issue_tiles(ss.v_empty, ss.v_full, ss.v, &args.tm_v, Config::kTileVBytes,
+                        TileChunks<Config::kVChunks, Config::kSwizzleV>{}, [&](int stage, int key0) {
+                if constexpr (Config::kIsFp8)
+                    ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
+            });
+        }
     }
 }
 
@@ -850,6 +883,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         ptx::prefetch_tensormap(&args.tm_q);
         ptx::prefetch_tensormap(&args.tm_k);
         ptx::prefetch_tensormap(&args.tm_v);
+        if constexpr (Config::kVPrepared && VtLayout<Config::kBlockN>::kTailBytes > 0)
+            ptx::prefetch_tensormap(&args.tm_v_tail);
         ptx::mbarrier_init(&ss.q_full, 1);
         ptx::mbarrier_init(&ss.q_empty, 128 * Config::kConsumerWarpgroups);  // every consumer thread
         for (int i = 0; i < Config::kStages; ++i) {
@@ -861,7 +896,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
                                                               : 128 * Config::kConsumerWarpgroups);
         }
         for (int i = 0; i < Config::kVtStages; ++i) {
-            ptx::mbarrier_init(&ss.vt_full[i], Config::kConverterThreads);  // every converting thread
+            // every converting thread, or the V^T lane's expect_tx where TMA fills V^T (prepared v)
+            ptx::mbarrier_init(&ss.vt_full[i], Config::kVPrepared ? 1 : Config::kConverterThreads);
             ptx::mbarrier_init(&ss.vt_empty[i], 128 * Config::kConsumerWarpgroups);
         }
         ptx::fence_mbarrier_init();
@@ -895,9 +931,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
         if (threadIdx.x < 2) {  // the two issuing lanes (producer)
             for_each_item([&](const WorkItem &w, KvRange range, int round) {
-                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings.kv);
+                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
             });
-        } else if constexpr (Config::kIsFp8) {
+        } else if constexpr (Config::kIsFp8 && !Config::kVPrepared) {
             if (threadIdx.x >= Config::kConverterThread0) {
                 const uint32_t thread = threadIdx.x - Config::kConverterThread0;
                 const TransposeLanes<Config::kBlockN> lanes(thread);

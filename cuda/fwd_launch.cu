@@ -25,12 +25,31 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
     }
 }
 
-template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
-flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
+// v's tensor maps: V's tiles as every tensor's, or a prepared v's rows of positions (FwdConfig::kVPrepared), read as
+// V^T's parts (VtLayout): positions 0-127 of a tile under the 128-byte swizzle, 128-191 under the 64-byte one.
+template <class Config>
+flashprefill_status encode_v_maps(FwdArgs &args, const flashprefill_params *p, CUtensorMapDataType type)
 {
-    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores>;
+    constexpr int kBytes = Config::Input::kBytes;
+    if constexpr (!Config::kVPrepared) {
+        return encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, {p->dim_v, p->seqlen_k, p->heads_kv, p->batch},
+                                 {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomColsV,
+                                 Config::kBlockN, Config::kSwizzleV);
+    } else {
+        const int64_t positions = (static_cast<int64_t>(p->seqlen_k) + 15) / 16 * 16;
+        const int64_t extent[4] = {positions, p->dim_v, p->heads_kv, p->batch};
+        const int64_t stride[4] = {1, p->v_stride_dim, p->v_stride_head, p->v_stride_batch};
+        flashprefill_status s = encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, extent, stride, 128,
+                                                  Config::kHeadDimV, 128);
+        if (s == FLASHPREFILL_SUCCESS && VtLayout<Config::kBlockN>::kTailBytes > 0)
+            s = encode_tensor_map(&args.tm_v_tail, "v", p->v, type, kBytes, extent, stride, 64, Config::kHeadDimV, 64);
+        return s;
+    }
+}
+
+template <class Config>
+flashprefill_status launch_config(const flashprefill_params *p, void *stream)
+{
     static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
     const CUtensorMapDataType type =
         Config::kIsFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -44,9 +63,7 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
         (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes, {p->dim_qk, p->seqlen_k, p->heads_kv, p->batch},
                                {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomColsQk,
                                Config::kBlockN, Config::kSwizzleQk)) ||
-        (s = encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, {p->dim_v, p->seqlen_k, p->heads_kv, p->batch},
-                               {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomColsV,
-                               Config::kBlockN, Config::kSwizzleV)))
+        (s = encode_v_maps<Config>(args, p, type)))
         return s;
     args.out = static_cast<__nv_bfloat16 *>(p->out);
     args.out_stride_batch = p->out_stride_batch;
@@ -89,6 +106,20 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;
+}
+
+// Every kernel, and the e4m3-code ones again for v in FLASHPREFILL_V_LAYOUT_PREPARED (FwdConfig::kVPrepared).
+template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
+          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
+flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
+{
+    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores>;
+    if constexpr (Config::kPCodes) {
+        if (p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED)
+            return launch_config<FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores, true>>(p, stream);
+    }
+    return launch_config<Config>(p, stream);
 }
 
 // The work items (query tiles of 128 rows x heads_q x batch; both kernels' kBlockM) are counted in int32, and
@@ -135,6 +166,9 @@ constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFA
 constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
 constexpr flashprefill_scores kF32S = FLASHPREFILL_SCORES_DEFAULT;
 constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
+// The v layouts a kernel reads: every e4m3-code kernel also a prepared v (FwdConfig::kVPrepared).
+constexpr uint32_t kVDefault = 1u << FLASHPREFILL_V_LAYOUT_DEFAULT;
+constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
 
 }  // namespace
 }  // namespace fp
@@ -145,34 +179,36 @@ constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 // kernels of their own at 192 keys, which fall back to float32 scores per group of 64 query rows.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
     {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_hd128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF16S, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
+     fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192, fp::kF16S>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::kF32S, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
     {"hopper_fwd_fp8_hd128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::kF32S, fp::check_items,
+     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kFp16P>},
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::check_items,
+     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_qk192_v128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF16S, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
+     fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192, fp::kF16S>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::kF32S, fp::check_items,
+     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
     {"hopper_fwd_fp8_qk192_v128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::kF32S, fp::check_items,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kFp16P>},
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

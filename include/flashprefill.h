@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 4
+#define FLASHPREFILL_VERSION_MINOR 5
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -76,6 +76,21 @@ typedef enum flashprefill_scores {
                                         with blocks of a multiple of 384 tokens; others are NOT_SUPPORTED */
 } flashprefill_scores;
 
+/* How v's elements are laid out in memory. */
+typedef enum flashprefill_v_layout {
+    FLASHPREFILL_V_LAYOUT_DEFAULT = 0,  /* (batch, seqlen_k, heads_kv, dim_v) as every tensor: v_stride_dim 1 */
+    FLASHPREFILL_V_LAYOUT_PREPARED = 1, /* fp8 inputs with DEFAULT probabilities: e4m3 codes as
+                                           flashprefill_prepare_v writes them, each (batch, head, dim) a row of
+                                           keys, so that the kernel loads V^T, the operand P.V takes, without
+                                           transposing V itself. Key j sits at position
+                                           16 (j / 16) + 4 (j % 8 / 2) + 2 (j % 16 / 8) + j % 2 of its row
+                                           (the order in which P's registers hold the keys): element
+                                           (b, j, h, d) at v + b v_stride_batch + position(j) + h v_stride_head
+                                           + d v_stride_dim, with v_stride_seq 1. A row holds seqlen_k rounded
+                                           up to 16 positions; those of keys >= seqlen_k must be finite codes
+                                           (flashprefill_prepare_v writes 0). Hopper only */
+} flashprefill_v_layout;
+
 typedef struct flashprefill_params {
     /* Tensors: device pointers, 16-byte aligned. */
     const void *q;   /* (batch, seqlen_q, heads_q, dim_qk), in_dtype */
@@ -109,6 +124,7 @@ typedef struct flashprefill_params {
     flashprefill_descale q_descale, k_descale, v_descale; /* fp8 only; kind NONE for bf16 */
     flashprefill_probabilities probabilities;             /* DEFAULT (0) unless asked for */
     flashprefill_scores scores;                           /* DEFAULT (0) unless asked for */
+    flashprefill_v_layout v_layout;                       /* DEFAULT (0) unless v was prepared */
 } flashprefill_params;
 
 /* flashprefill_quantize: float q, k or v to e4m3 codes with one power-of-two descale per block of tokens
@@ -142,7 +158,20 @@ typedef struct flashprefill_quantize_params {
     float code_max;  /* the largest magnitude of the codes: 0 for 448, else a normal e4m3 value in [2^-6, 448] */
 } flashprefill_quantize_params;
 
-/* "0.4.0". */
+/* flashprefill_prepare_v: e4m3 codes of v, (batch, seqlen, heads, dim) with any strides the ABI takes, rewritten
+ * in FLASHPREFILL_V_LAYOUT_PREPARED (flashprefill_params.v_layout) with the same values: codes unchanged, keys
+ * reordered, positions past seqlen set to 0. One pass over v's bytes. */
+typedef struct flashprefill_prepare_v_params {
+    const void *v;      /* (batch, seqlen, heads, dim) e4m3, 16-byte aligned */
+    void *prepared;     /* rows of round_up(seqlen, 16) positions, 16-byte aligned; must not overlap v */
+    int64_t v_stride_batch, v_stride_seq, v_stride_head, v_stride_dim;       /* elements; dim's must be 1 */
+    int64_t prepared_stride_batch, prepared_stride_head, prepared_stride_dim; /* elements (bytes), multiples of
+                                                                                 16; the row pitch (dim's) at
+                                                                                 least round_up(seqlen, 16) */
+    int32_t batch, seqlen, heads, dim;
+} flashprefill_prepare_v_params;
+
+/* "0.5.0". */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */
@@ -164,6 +193,11 @@ flashprefill_status flashprefill_forward(const flashprefill_params *p, void *str
 /* Enqueues the quantization on `stream` and returns without waiting; validates p first as
    flashprefill_forward does. The codes and exponents are what flashprefill_forward takes for PER_BLOCK. */
 flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream);
+
+/* Enqueues flashprefill_prepare_v on `stream` and returns without waiting; validates p first. Then
+   flashprefill_forward takes `prepared` as v with v_layout PREPARED, its strides as v_stride_batch, v_stride_head
+   and v_stride_dim, and v_stride_seq 1. */
+flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -59,7 +59,8 @@ static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale 
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
     return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
-           e->dim_v == p->dim_v && e->probabilities == p->probabilities && e->scores == p->scores && accepts_descale(e, &p->q_descale) &&
+           e->dim_v == p->dim_v && e->probabilities == p->probabilities && e->scores == p->scores &&
+           (e->v_layouts & (1u << (unsigned)p->v_layout)) && accepts_descale(e, &p->q_descale) &&
            accepts_descale(e, &p->k_descale) && accepts_descale(e, &p->v_descale);
 }
 
@@ -85,11 +86,12 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
     if (!refused_by_check)
         fp_fail(*status,
                 "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v %d/%d/%d, "
-                "probabilities %s, scores %s (%d kernels built)",
+                "probabilities %s, scores %s, v_layout %s (%d kernels built)",
                 dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
                 (int)p->k_descale.kind, (int)p->v_descale.kind,
                 p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 ? "FP16" : "DEFAULT",
-                p->scores == FLASHPREFILL_SCORES_FP16 ? "FP16" : "DEFAULT", fp_backend_kernel_count);
+                p->scores == FLASHPREFILL_SCORES_FP16 ? "FP16" : "DEFAULT",
+                p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED ? "PREPARED" : "DEFAULT", fp_backend_kernel_count);
     return NULL;
 }
 
@@ -118,4 +120,13 @@ flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p,
     if ((status = fp_validate_quantize(p)))
         return status;
     return fp_backend_quantize(p, stream);
+}
+
+flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
+{
+    last_error[0] = '\0';
+    flashprefill_status status;
+    if ((status = fp_validate_prepare_v(p)))
+        return status;
+    return fp_backend_prepare_v(p, stream);
 }

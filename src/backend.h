@@ -31,6 +31,7 @@ typedef struct fp_kernel_entry {
     int32_t block_tokens_multiple; /* PER_BLOCK: block_tokens must be a multiple of this (its KV tile) */
     flashprefill_probabilities probabilities; /* the one it computes */
     flashprefill_scores scores;    /* the one it was asked for: FP16 kernels fall back to float32 per row group */
+    uint32_t v_layouts;            /* bit (1u << layout) of each flashprefill_v_layout it reads */
     fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;
 } fp_kernel_entry;
@@ -47,6 +48,10 @@ flashprefill_status fp_backend_check_device(const flashprefill_params *p);
    device and the pointers, then enqueues, or returns NO_DEVICE / INVALID_ARGUMENT / NOT_SUPPORTED / DEVICE with
    the last error set. */
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
+
+/* The backend's flashprefill_prepare_v, called only with params that passed fp_validate_prepare_v; as
+   fp_backend_quantize. */
+flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
 
 /* Sets the thread-local last error (printf-style) and returns `status`. Defined in src/api.c. */
 flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)

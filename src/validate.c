@@ -34,6 +34,7 @@ typedef struct tensor_view {
     int64_t stride[4]; /* elements */
     int elem_bytes;
     int writable;      /* outputs must not overlap themselves */
+    int contiguous;    /* the axis of stride 1: dim (3), or seq (1) for v in V_LAYOUT_PREPARED */
 } tensor_view;
 
 static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_head", "stride_dim"};
@@ -41,9 +42,9 @@ static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_h
 /* Bytes from t->data to one past its last element; call after check_tensor accepted t. */
 static int64_t tensor_span_bytes(const tensor_view *t)
 {
-    int64_t last_elem = t->extent[3];
-    for (int axis = 0; axis < 3; ++axis)
-        if (t->extent[axis] > 1)
+    int64_t last_elem = t->extent[t->contiguous];
+    for (int axis = 0; axis < 4; ++axis)
+        if (axis != t->contiguous && t->extent[axis] > 1)
             last_elem += t->stride[axis] * (t->extent[axis] - 1);
     return last_elem * t->elem_bytes;
 }
@@ -60,12 +61,15 @@ static flashprefill_status check_tensor(const tensor_view *t)
     if ((uintptr_t)t->data % FP_TENSOR_ALIGN_BYTES != 0)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s = %p is not %d-byte aligned", t->name, t->data,
                        FP_TENSOR_ALIGN_BYTES);
-    if (t->stride[3] != 1)
-        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
-                       "%s_stride_dim must be 1 (the last dim contiguous), got %lld", t->name,
-                       (long long)t->stride[3]);
+    if (t->stride[t->contiguous] != 1)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be 1 (%s), got %lld", t->name,
+                       axis_name[t->contiguous],
+                       t->contiguous == 3 ? "the last dim contiguous" : "v_layout PREPARED: each row of keys contiguous",
+                       (long long)t->stride[t->contiguous]);
     int64_t last_elem = 0; /* offset in elements of the last element */
-    for (int axis = 0; axis < 3; ++axis) {
+    for (int axis = 0; axis < 4; ++axis) {
+        if (axis == t->contiguous)
+            continue;
         const int64_t stride = t->stride[axis];
         if (stride < 0)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be >= 0, got %lld", t->name,
@@ -84,7 +88,7 @@ static flashprefill_status check_tensor(const tensor_view *t)
                            t->name, axis_name[axis], (long long)stride, (long long)(t->extent[axis] - 1));
     }
     int64_t end_bytes;
-    if (__builtin_add_overflow(last_elem, t->extent[3], &last_elem) ||
+    if (__builtin_add_overflow(last_elem, t->extent[t->contiguous], &last_elem) ||
         __builtin_mul_overflow(last_elem, (int64_t)t->elem_bytes, &end_bytes) ||
         (uint64_t)(uintptr_t)t->data > UINTPTR_MAX - (uint64_t)end_bytes)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is too large: its last byte is past the address space",
@@ -93,12 +97,15 @@ static flashprefill_status check_tensor(const tensor_view *t)
         return FLASHPREFILL_SUCCESS;
     /* No two elements of an output may share an address: with the axes sorted by stride, each stride must
        reach past the whole extent of the smaller ones. */
-    int order[3] = {0, 1, 2};
+    int order[3]; /* the axes other than the contiguous one */
+    for (int axis = 0, i = 0; axis < 4; ++axis)
+        if (axis != t->contiguous)
+            order[i++] = axis;
     for (int i = 1; i < 3; ++i)
         for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; --j) {
             const int tmp = order[j]; order[j] = order[j - 1]; order[j - 1] = tmp;
         }
-    int64_t covered = t->extent[3]; /* elements spanned by the axes checked so far */
+    int64_t covered = t->extent[t->contiguous]; /* elements spanned by the axes checked so far */
     for (int i = 0; i < 3; ++i) {
         const int axis = order[i];
         if (t->extent[axis] == 1)
@@ -178,15 +185,26 @@ flashprefill_status fp_validate(const flashprefill_params *p)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->out_dtype);
 
+    if (p->v_layout != FLASHPREFILL_V_LAYOUT_DEFAULT && p->v_layout != FLASHPREFILL_V_LAYOUT_PREPARED)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "v_layout = %d is not a flashprefill_v_layout",
+                       (int)p->v_layout);
+    const int prepared_v = p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
+    if (prepared_v && (p->in_dtype != FLASHPREFILL_DTYPE_FP8_E4M3 ||
+                       p->probabilities != FLASHPREFILL_PROBABILITIES_DEFAULT))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "v_layout PREPARED holds e4m3 codes for e4m3 probabilities: it needs in_dtype FP8_E4M3 and "
+                       "probabilities DEFAULT");
+    /* A prepared v's rows hold seqlen_k rounded up to 16 positions, every one read. */
+    const int64_t v_positions = prepared_v ? ((int64_t)p->seqlen_k + 15) / 16 * 16 : p->seqlen_k;
     const tensor_view tensors[4] = {
         {"q", p->q, {p->batch, p->seqlen_q, p->heads_q, p->dim_qk},
-         {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0},
+         {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0, 3},
         {"k", p->k, {p->batch, p->seqlen_k, p->heads_kv, p->dim_qk},
-         {p->k_stride_batch, p->k_stride_seq, p->k_stride_head, p->k_stride_dim}, in_bytes, 0},
-        {"v", p->v, {p->batch, p->seqlen_k, p->heads_kv, p->dim_v},
-         {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, in_bytes, 0},
+         {p->k_stride_batch, p->k_stride_seq, p->k_stride_head, p->k_stride_dim}, in_bytes, 0, 3},
+        {"v", p->v, {p->batch, v_positions, p->heads_kv, p->dim_v},
+         {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, in_bytes, 0, prepared_v ? 1 : 3},
         {"out", p->out, {p->batch, p->seqlen_q, p->heads_q, p->dim_v},
-         {p->out_stride_batch, p->out_stride_seq, p->out_stride_head, p->out_stride_dim}, out_bytes, 1},
+         {p->out_stride_batch, p->out_stride_seq, p->out_stride_head, p->out_stride_dim}, out_bytes, 1, 3},
     };
     for (int i = 0; i < 4; ++i)
         if ((s = check_tensor(&tensors[i])))
@@ -263,10 +281,10 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
                        (int)p->x_dtype);
     const tensor_view x = {"x", p->x, {p->batch, p->seqlen, p->heads, p->dim},
                            {p->x_stride_batch, p->x_stride_seq, p->x_stride_head, p->x_stride_dim},
-                           p->x_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 4, 0};
+                           p->x_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 4, 0, 3};
     const tensor_view codes = {"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
                                {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
-                                p->codes_stride_dim}, 1, 1};
+                                p->codes_stride_dim}, 1, 1, 3};
     if ((s = check_tensor(&x)) || (s = check_tensor(&codes)))
         return s;
     if (p->exponents == NULL)
@@ -286,5 +304,28 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     if (p->dim % 32 != 0 || p->dim > 256)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of 32 up to 256, got %d",
                        (int)p->dim);
+    return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
+        (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)))
+        return s;
+    const int64_t positions = ((int64_t)p->seqlen + 15) / 16 * 16;
+    const tensor_view v = {"v", p->v, {p->batch, p->seqlen, p->heads, p->dim},
+                           {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, 1, 0, 3};
+    /* As attention reads it: (batch, positions, heads, dim) with the positions contiguous. */
+    const tensor_view prepared = {"prepared", p->prepared, {p->batch, positions, p->heads, p->dim},
+                                  {p->prepared_stride_batch, 1, p->prepared_stride_head, p->prepared_stride_dim}, 1,
+                                  1, 1};
+    if ((s = check_tensor(&v)) || (s = check_tensor(&prepared)))
+        return s;
+    if (spans_overlap(p->prepared, tensor_span_bytes(&prepared), p->v, tensor_span_bytes(&v)))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "prepared overlaps v: the output must not share memory "
+                       "with the input");
     return FLASHPREFILL_SUCCESS;
 }

@@ -14,7 +14,7 @@ import pytest
 
 import flashprefill as fp
 import probability_codes
-from flashprefill import fp8, reference
+from flashprefill import fp8, prepared_v, reference
 
 torch = pytest.importorskip("torch", reason="the GPU kernel tests drive the kernels with torch tensors")
 pytestmark = pytest.mark.gpu
@@ -558,6 +558,76 @@ def test_fp8_long_flat_attention():
 
     short, long = sampled_error(4096, seed), sampled_error(131072, seed + 3)
     assert long <= 2 * short, f"seed {seed}: relative L2 {long:.3e} at 131072 tokens, {short:.3e} at 4096"
+
+
+@pytest.mark.parametrize("pitch", [0, 1040], ids=["rows_of_positions", "pitch_1040"])
+def test_prepare_v_layout_bit_exact(pitch):
+    """flashprefill_prepare_v against its numpy model (prepared_v.prepare_v_model), every byte: random codes of a
+    strided v (a slice of a packed tensor; 1000 keys, not a multiple of 16), the padding positions 0, and with a
+    row pitch beyond the positions only the positions written (the rest keeps its poison)."""
+    seed = _seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    packed = torch.randint(0, 256, (2, 1000, 3, 2, 128), generator=g, device="cuda", dtype=torch.uint8)
+    packed[packed == 0x7F] = 0x7E  # no NaN codes: compared as bytes anyway, but kept finite as the ABI asks
+    packed[packed == 0xFF] = 0xFE
+    v = packed[:, :, :, 1].view(torch.float8_e4m3fn)
+    positions = prepared_v.positions(1000)
+    out = None
+    if pitch:
+        out = torch.full((2, 3, 128, pitch), 0x55, device="cuda", dtype=torch.uint8)[..., :positions]
+        out = out.view(torch.float8_e4m3fn)
+    prepared = fp.prepare_v(v, out=out)
+    torch.cuda.synchronize()
+    model = prepared_v.prepare_v_model(v.view(torch.uint8).cpu().numpy())
+    got = prepared.data.view(torch.uint8).cpu().numpy()
+    assert prepared.seqlen == 1000 and got.shape == model.shape
+    assert np.array_equal(got, model), f"seed {seed}: {np.count_nonzero(got != model)} bytes differ"
+    if pitch:
+        beyond = prepared.data.view(torch.uint8).as_strided((2, 3, 128, pitch - positions),
+                                                            (3 * 128 * pitch, 128 * pitch, pitch, 1), positions)
+        assert (beyond == 0x55).all(), "prepare_v wrote past the positions of a row"
+
+
+# Both tile sizes (blocks of 128 tokens take the 128-key kernels), float16 scores in the 192-key ones.
+PREPARED_V_CASES = [("per_head", "fp32"), ("per_block128", "fp32"), ("per_block384", "fp32"), ("per_head", "fp16"),
+                    ("per_block384", "fp16")]
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("descales, scores", PREPARED_V_CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_prepared_v_gives_the_same_output(shape, causal, descales, scores, dims):
+    """v prepared (prepare_v) and loaded as V^T by TMA: the output is bit-identical to v's, whose error test_fp8 and
+    test_fp8_float16_scores bound, into poisoned outputs (every element written) at every shape (seqlen_k 1, 17,
+    1000: rows padded within a group of 16 and past the last tile)."""
+    seed = _seed()
+    problem = _fp8_problem(shape, dims, descales, seed)
+    if scores == "fp16":
+        problem = _small_q(problem, dims, shape[4])
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
+    outs = []
+    for v in (v8, fp.prepare_v(v8)):
+        out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+        fp.attention(q8, k8, v, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores=scores)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[1]).all(), f"seed {seed}: unwritten or non-finite output elements"
+    assert torch.equal(outs[0], outs[1]), \
+        f"seed {seed}: {int((outs[0] != outs[1]).sum())} elements differ from v's in the default layout"
+
+
+def test_quantize_qkv_prepared_v():
+    """quantize_qkv(v_layout="prepared") gives v as a PreparedV of the same codes, and attention the same output."""
+    seed = _seed()
+    q, k, v = _inputs((1, 300, 300, 4, 2), 128, seed)
+    outs = []
+    for layout in ("default", "prepared"):
+        prepared = fp.quantize_qkv(q, k, v, per_block=128, v_layout=layout)
+        outs.append(fp.attention(**prepared, causal=True))
+    assert isinstance(prepared["v"], fp.PreparedV)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1]), f"seed {seed}: prepared v changed the output"
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])

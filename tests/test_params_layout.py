@@ -11,12 +11,12 @@ import subprocess
 
 import pytest
 
-from flashprefill._params import Descale, DescaleKind, DType, Params, QuantizeParams, Status
+from flashprefill._params import Descale, DescaleKind, DType, Params, PrepareVParams, QuantizeParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "flashprefill.h"
 C_TYPES = {Params: "flashprefill_params", Descale: "flashprefill_descale",
-           QuantizeParams: "flashprefill_quantize_params"}
+           QuantizeParams: "flashprefill_quantize_params", PrepareVParams: "flashprefill_prepare_v_params"}
 
 
 def mirrored_fields(struct, prefix=""):
@@ -98,6 +98,7 @@ def header_enum(c_type):
     (Status, "flashprefill_status", "FLASHPREFILL_"),
     (DType, "flashprefill_dtype", "FLASHPREFILL_DTYPE_"),
     (DescaleKind, "flashprefill_descale_kind", "FLASHPREFILL_DESCALE_"),
-], ids=["status", "dtype", "descale_kind"])
+    (VLayout, "flashprefill_v_layout", "FLASHPREFILL_V_LAYOUT_"),
+], ids=["status", "dtype", "descale_kind", "v_layout"])
 def test_enums_match_header(enum, c_type, prefix):
     assert {f"{prefix}{member.name}": int(member) for member in enum} == header_enum(c_type)

@@ -14,15 +14,18 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
-# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys, scores> in each kernel's name; "fp8-p16":
-# fp8 with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys; "fp8-f16s": the same with float16
-# scores (and the float32 path for the row groups whose q codes rule them out).
-KERNELS = {f"{kind} {shape}": f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
-                              f"L19flashprefill_scores{scores}E"
+# The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys, scores, prepared v> in each kernel's name;
+# "fp8-p16": fp8 with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys; "fp8-f16s": the same with
+# float16 scores (and the float32 path for the row groups whose q codes rule them out); "prepared-v": the e4m3-code
+# kernels again, for v in FLASHPREFILL_V_LAYOUT_PREPARED.
+KERNELS = {f"{kind} {shape}{' prepared-v' if prepared else ''}":
+           f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
+           f"L19flashprefill_scores{scores}ELb{prepared}E"
            for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 0), ("fp8", 2, 0, 128, 0),
                                                 ("fp8-p16", 2, 1, 128, 0), ("fp8-kv192", 2, 0, 192, 0),
                                                 ("fp8-f16s", 2, 0, 192, 1))
-           for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))}
+           for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))
+           for prepared in ((0, 1) if kind in ("fp8", "fp8-kv192", "fp8-f16s") else (0,))}
 # The wgmma each kernel must use: S = Q K^T, then P.V; e4m3 codes' row sums by P times ones, at 128 keys a wgmma
 # of their own (m64n8), at 192 keys within P.V (m64n136: V^T and 8 rows of ones), and not both.
 MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
@@ -170,7 +173,8 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
 
 # Scores per thread and tile of the kernels whose row max is OnlineMax::update's (all but bf16 at dim_qk 128, whose
 # lazy max measures x against a reference, mostly below 0).
-ROW_MAX_SCORES = {k: 96 if k.split()[0] in ("fp8-kv192", "fp8-f16s") else 64 for k in KERNELS if k != "bf16 hd128"}
+ROW_MAX_SCORES = {k: 96 if k.split()[0] in ("fp8-kv192", "fp8-f16s") else 64 for k in KERNELS
+                  if k != "bf16 hd128"}
 
 
 @pytest.mark.parametrize("dtype", list(ROW_MAX_SCORES))
@@ -183,7 +187,8 @@ def test_row_max_takes_two_scores_an_instruction(sass, dtype):
     assert max(windows, default=0) >= scores // 2 - 8, f"{dtype}: VIMNMX3 per window {windows}, {scores} scores"
 
 
-@pytest.mark.parametrize("dtype", [k for k in KERNELS if k.split()[0] in ("fp8-kv192", "fp8-f16s")])
+@pytest.mark.parametrize("dtype", [k for k in KERNELS
+                                   if k.split()[0] in ("fp8-kv192", "fp8-f16s") and not k.endswith("prepared-v")])
 def test_transposer_loads_ahead(sass, dtype):
     """At 192 keys the V transposer issues its matrix loads (LDSM.16.MT88.4) two at a time, before the permutes and
     stores of either (fp8_transpose.cuh, kLoadsAhead): one at a time, each permute waited out its own load, and the
@@ -194,3 +199,13 @@ def test_transposer_loads_ahead(sass, dtype):
     loads = ops.count("LDSM.16.MT88.4")
     ahead = sum(1 for a, b in zip(ops, ops[1:]) if a == b == "LDSM.16.MT88.4")
     assert loads >= 16 and ahead >= loads // 2, f"{dtype}: {ahead} of {loads} matrix loads issued ahead"
+
+
+@pytest.mark.parametrize("dtype", [k for k in KERNELS if k.endswith("prepared-v")])
+def test_prepared_v_is_not_transposed(sass, dtype):
+    """With a prepared v, TMA loads V^T itself (fwd_kernel.cuh, producer): no warp transposes (no matrix load or
+    store), and the kernel without it does."""
+    body = _kernel(sass, dtype)
+    for op in ("LDSM.16.MT88.4", "STSM"):
+        assert op not in body, f"{dtype} still transposes V ({op})"
+    assert "LDSM.16.MT88.4" in _kernel(sass, dtype.removesuffix(" prepared-v")), "the transposing kernel lost its LDSM"

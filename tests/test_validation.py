@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from flashprefill import _lib
-from flashprefill._params import DescaleKind, DType, Params, Probabilities, Scores, Status
+from flashprefill._params import DescaleKind, DType, Params, PrepareVParams, Probabilities, Scores, Status, VLayout
 
 INVALID = Status.ERROR_INVALID_ARGUMENT
 NOT_SUPPORTED = Status.ERROR_NOT_SUPPORTED
@@ -82,6 +82,14 @@ def setter(**fields):
 
 SHAPES = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "dim_qk", "dim_v")
 TENSORS = ("q", "k", "v", "out")
+
+def prepared_v_params(kind=DescaleKind.PER_HEAD, **shape):
+    """fp8 with v in V_LAYOUT_PREPARED: rows of 256 positions (seqlen_k 256), (batch, head, dim) row-major."""
+    p = fp8_params(kind, **shape)
+    positions = -(-p.seqlen_k // 16) * 16
+    return with_fields(p, v_layout=VLayout.PREPARED, v_stride_seq=1, v_stride_dim=positions,
+                       v_stride_head=p.dim_v * positions, v_stride_batch=p.heads_kv * p.dim_v * positions)
+
 
 # (id, params factory, mutation, status, substring of the message)
 CASES = [
@@ -164,6 +172,19 @@ CASES = [
     ("bf16 probabilities FP16", valid_params, setter(probabilities=Probabilities.FP16), INVALID,
      "probabilities FP16 is an fp8 option"),
     ("scores=2", fp8_params, setter(scores=2), INVALID, "scores = 2 is not a flashprefill_scores"),
+    ("v_layout=2", fp8_params, setter(v_layout=2), INVALID, "v_layout = 2 is not a flashprefill_v_layout"),
+    ("bf16 v_layout PREPARED", valid_params, setter(v_layout=VLayout.PREPARED), INVALID,
+     "v_layout PREPARED holds e4m3 codes for e4m3 probabilities"),
+    ("v_layout PREPARED probabilities FP16", prepared_v_params, setter(probabilities=Probabilities.FP16), INVALID,
+     "it needs in_dtype FP8_E4M3 and probabilities DEFAULT"),
+    ("v_layout PREPARED v_stride_seq=128", prepared_v_params, setter(v_stride_seq=128), INVALID,
+     "v_stride_seq must be 1 (v_layout PREPARED: each row of keys contiguous), got 128"),
+    ("v_layout PREPARED v_stride_dim not 16 bytes", prepared_v_params, setter(v_stride_dim=264), INVALID,
+     "v_stride_dim = 264 elements of 1 bytes is not a multiple of 16 bytes"),
+    ("v_layout PREPARED rows past the address space", prepared_v_params, setter(v=2**64 - 4096), INVALID,
+     "v is too large: its last byte is past the address space"),
+    ("v_layout PREPARED out overlaps a row's padding", lambda: prepared_v_params(seqlen_k=250),
+     setter(out=FAKE_POINTERS["v"] + 2 * 2 * 128 * 256 - 16), INVALID, "out overlaps v"),
     ("bf16 scores FP16", valid_params, setter(scores=Scores.FP16), INVALID, "scores FP16 is an fp8 option"),
 ]
 
@@ -198,7 +219,54 @@ VALID_CASES = {
                                                                 batch=2**15 - 1),
                                                    q=2**60, out=2**61, k=2**62, v=2**62 + 2**40),
     **{f"fp8 {kind.name}": (lambda kind=kind: fp8_params(kind)) for kind in DescaleKind},
+    "fp8 v_layout PREPARED": prepared_v_params,
+    "fp8 v_layout PREPARED, the row pitch 16 past its positions": lambda: with_fields(
+        prepared_v_params(), v_stride_dim=272, v_stride_head=128 * 272, v_stride_batch=2 * 128 * 272),
 }
+
+
+# A prepared v: every kernel with e4m3 probabilities on Hopper (both tile sizes, float16 scores too).
+@pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
+@pytest.mark.parametrize("kind, block_tokens, scores", [
+    (DescaleKind.PER_HEAD, 0, Scores.DEFAULT), (DescaleKind.PER_BLOCK, 128, Scores.DEFAULT),
+    (DescaleKind.PER_BLOCK, 384, Scores.FP16), (DescaleKind.NONE, 0, Scores.FP16)],
+    ids=["per_head", "blocks128", "blocks384 f16 scores", "none f16 scores"])
+def test_hopper_prepared_v_kernels(lib, dims, kind, block_tokens, scores):
+    p = with_fields(prepared_v_params(kind, dim_qk=dims[0], dim_v=dims[1]), scores=scores)
+    for name in ("q_descale", "k_descale", "v_descale"):
+        getattr(p, name).block_tokens = block_tokens
+    status, message = supports(lib, p)
+    assert status == Status.SUCCESS, f"{status.name}: {message}"
+
+
+def prepare_v_params(**fields):
+    """A prepare_v call that validation accepts: v (2, 250, 4, 128) row-major, prepared rows of 256."""
+    p = PrepareVParams(v=FAKE_POINTERS["v"], prepared=FAKE_POINTERS["out"], batch=2, seqlen=250, heads=4, dim=128,
+                       v_stride_batch=250 * 4 * 128, v_stride_seq=4 * 128, v_stride_head=128, v_stride_dim=1,
+                       prepared_stride_batch=4 * 128 * 256, prepared_stride_head=128 * 256, prepared_stride_dim=256)
+    return with_fields(p, **fields)
+
+
+@pytest.mark.parametrize("fields, substring", [
+    ({"seqlen": 0}, "seqlen must be > 0, got 0"),
+    ({"v": None}, "v is NULL"),
+    ({"prepared": FAKE_POINTERS["out"] + 8}, "is not 16-byte aligned"),
+    ({"v_stride_dim": 2}, "v_stride_dim must be 1"),
+    ({"prepared_stride_dim": 264}, "prepared_stride_dim = 264 elements of 1 bytes is not a multiple of 16 bytes"),
+    ({"prepared_stride_dim": 240}, "prepared overlaps itself: prepared_stride_dim = 240 is smaller than the 256"),
+    ({"prepared": FAKE_POINTERS["v"] + 4096}, "prepared overlaps v"),
+], ids=["seqlen 0", "v NULL", "prepared misaligned", "v_stride_dim 2", "pitch 264", "pitch below 256 positions",
+        "overlap"])
+def test_prepare_v_invalid_argument(lib, fields, substring):
+    assert lib.flashprefill_prepare_v(ctypes.byref(prepare_v_params()), None) != INVALID, \
+        lib.flashprefill_last_error().decode()
+    assert lib.flashprefill_prepare_v(ctypes.byref(prepare_v_params(**fields)), None) == INVALID
+    assert substring in lib.flashprefill_last_error().decode()
+
+
+def test_prepare_v_null_params(lib):
+    assert lib.flashprefill_prepare_v(None, None) == INVALID
+    assert lib.flashprefill_last_error() == b"params is NULL"
 
 
 @pytest.mark.parametrize("make_params", VALID_CASES.values(), ids=VALID_CASES.keys())

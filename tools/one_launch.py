@@ -1,7 +1,7 @@
 """One flashprefill launch on random inputs, for profilers and checkers (ncu, compute-sanitizer):
 
     python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1] [--block-tokens 128]
-                               [--probabilities fp16]
+                               [--probabilities fp16] [--v-layout prepared]
 """
 import argparse
 
@@ -26,6 +26,8 @@ def main():
     ap.add_argument("--probabilities", choices=("default", "fp16"), default="default", help="fp8: P's precision")
     ap.add_argument("--scores", choices=("fp32", "fp16"), default="fp32",
                     help="fp8: S's precision (fp16: q's codes scaled into +-0.75 so every item takes float16 scores)")
+    ap.add_argument("--v-layout", choices=("default", "prepared"), default="default",
+                    help="fp8: v as every tensor, or prepared (prepare_v, before the launches)")
     args = ap.parse_args()
     shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
              "v": (args.batch, args.seq, args.heads_kv, args.dim_v or args.dim)}
@@ -48,10 +50,12 @@ def main():
             kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
         kwargs["probabilities"] = args.probabilities
         kwargs["scores"] = args.scores
+        if args.v_layout == "prepared":
+            v = fp.prepare_v(v)
     for _ in range(args.repeat):
         out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()
-    print(f"{args.dtype} P {args.probabilities} S {args.scores} {tuple(q.shape)} kv {tuple(k.shape)}: "
+    print(f"{args.dtype} P {args.probabilities} S {args.scores} v {args.v_layout} {tuple(q.shape)} kv {tuple(k.shape)}: "
           f"out finite: {bool(torch.isfinite(out).all())}")
 
 

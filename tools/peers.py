@@ -36,6 +36,20 @@ def ours_fp8(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
+def ours_fp8_prepared_v(x, each_call=False):
+    """The fp8 inputs with v prepared (prepare_v: the layout the kernels load as V^T without transposing it): once
+    here, or in every call (each_call, its cost included)."""
+    out = _out(x)
+    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"])
+    prepared = fp.prepare_v(x["v8"])
+    if not fp.supports(x["q8"], x["k8"], prepared, **kw):
+        raise PeerUnavailable("flashprefill has no fp8 kernel for a prepared v of this shape")
+    if each_call:
+        return lambda: fp.attention(x["q8"], x["k8"], fp.prepare_v(x["v8"], out=prepared.data), causal=True,
+                                    out=out, **kw)
+    return lambda: fp.attention(x["q8"], x["k8"], prepared, causal=True, out=out, **kw)
+
+
 def ours_fp8_fp16_p(x):
     """The fp8 inputs with probabilities="fp16": P as float16, V widened, P.V at the 16-bit rate."""
     out = _out(x)
@@ -198,6 +212,8 @@ def cudnn_fp8(x):
 
 PEERS = {
     "flashprefill fp8": ("fp8", ours_fp8),
+    "flashprefill fp8, V prepared": ("fp8", ours_fp8_prepared_v),
+    "flashprefill fp8 + prepare_v": ("fp8", lambda x: ours_fp8_prepared_v(x, each_call=True)),
     "flashprefill fp8 blocks": ("fp8", ours_fp8_blocks),
     "flashprefill fp8, fp16 P": ("fp8", ours_fp8_fp16_p),
     "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),

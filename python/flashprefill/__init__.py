@@ -7,8 +7,10 @@ from . import fp8, prepare, reference
 from ._arrays import DeviceArray
 from ._lib import LibraryNotFoundError
 from ._params import DescaleKind, DType, Status
-from .api import Error, attention, quantize_fp8, quantize_qkv, supports, version
+from .api import Error, attention, prepare_v, quantize_fp8, quantize_qkv, supports, version
+from .prepared_v import PreparedV
 from .scales import BlockScales
 
-__all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "Status",
-           "attention", "fp8", "prepare", "quantize_fp8", "quantize_qkv", "reference", "supports", "version"]
+__all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "PreparedV", "Status",
+           "attention", "fp8", "prepare", "prepare_v", "quantize_fp8", "quantize_qkv", "reference", "supports",
+           "version"]

@@ -11,7 +11,7 @@ import functools
 import os
 import pathlib
 
-from ._params import Params, QuantizeParams
+from ._params import Params, PrepareVParams, QuantizeParams
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
@@ -55,6 +55,10 @@ def _declare(lib):
     # flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream);
     lib.flashprefill_quantize.argtypes = [ctypes.POINTER(QuantizeParams), ctypes.c_void_p]
     lib.flashprefill_quantize.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
+    lib.flashprefill_prepare_v.argtypes = [ctypes.POINTER(PrepareVParams), ctypes.c_void_p]
+    lib.flashprefill_prepare_v.restype = ctypes.c_int
     return lib
 
 

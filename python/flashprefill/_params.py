@@ -43,6 +43,12 @@ class Scores(enum.IntEnum):
     FP16 = 1     # float16 where q's codes rule out an overflow (|code| <= 1.125 at dim_qk 128, 0.75 at 192)
 
 
+class VLayout(enum.IntEnum):
+    """flashprefill_v_layout: how v's elements are laid out."""
+    DEFAULT = 0   # (batch, seqlen_k, heads_kv, dim_v) as every tensor
+    PREPARED = 1  # flashprefill_prepare_v's rows of keys (fp8 with DEFAULT probabilities, Hopper)
+
+
 class Descale(ctypes.Structure):
     """flashprefill_descale."""
     _fields_ = [
@@ -85,6 +91,7 @@ class Params(ctypes.Structure):
         ("v_descale", Descale),
         ("probabilities", ctypes.c_int),  # flashprefill_probabilities
         ("scores", ctypes.c_int),  # flashprefill_scores
+        ("v_layout", ctypes.c_int),  # flashprefill_v_layout
     ]
 
 
@@ -105,4 +112,20 @@ class QuantizeParams(ctypes.Structure):
         ("block_tokens", ctypes.c_int32),
         ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
         ("code_max", ctypes.c_float),  # 0 for 448
+    ]
+
+
+class PrepareVParams(ctypes.Structure):
+    """flashprefill_prepare_v_params: e4m3 v (batch, seq, heads, dim) -> the PREPARED layout."""
+    _fields_ = [
+        ("v", ctypes.c_void_p),
+        ("prepared", ctypes.c_void_p),
+        *_strides("v"),
+        ("prepared_stride_batch", ctypes.c_int64),
+        ("prepared_stride_head", ctypes.c_int64),
+        ("prepared_stride_dim", ctypes.c_int64),
+        ("batch", ctypes.c_int32),
+        ("seqlen", ctypes.c_int32),
+        ("heads", ctypes.c_int32),
+        ("dim", ctypes.c_int32),
     ]

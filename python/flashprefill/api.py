@@ -1,4 +1,4 @@
-"""The public API: attention, supports, quantize_fp8, version, and the Error they raise.
+"""The public API: attention, supports, quantize_fp8, quantize_qkv, prepare_v, version, and the Error they raise.
 
 Layout of every tensor: (batch, seq, heads, dim), the last dim contiguous; other strides come from the arrays.
 Arrays: CuPy, torch on CUDA, anything with `__dlpack__` or `__cuda_array_interface__`, or DeviceArray
@@ -7,10 +7,12 @@ torch.float8_e4m3fn. FP8 descales: see scales.py.
 """
 import contextlib
 import ctypes
+import dataclasses
 import math
 
-from . import _arrays, _lib, fp8, prepare
-from ._params import DType, Params, Probabilities, QuantizeParams, Scores, Status
+from . import _arrays, _lib, fp8, prepare, prepared_v
+from ._params import DType, Params, PrepareVParams, Probabilities, QuantizeParams, Scores, Status, VLayout
+from .prepared_v import PreparedV
 from .scales import BlockScales, descale
 
 _IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
@@ -94,7 +96,26 @@ def _check_same_device(keep, device, name):
             raise ValueError(f"every array must be on {name}'s device {device}; one is on device {tensor.device}")
 
 
-def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores):
+def _adapt_v(v, stream, keep):
+    """v's Tensor as (batch, seqlen_k, heads_kv, dim_v), and its layout: a PreparedV's rows of keys are that
+    tensor with the keys contiguous (stride 1) and reordered, which the strides of the ABI express but for the order."""
+    if not isinstance(v, PreparedV):
+        return _adapt(v, "v", stream, keep), VLayout.DEFAULT
+    data = _adapt(v.data, "v.data", stream, keep)
+    if len(data.shape) != 4 or data.strides[3] != 1:
+        raise ValueError(f"PreparedV.data must be 4-d (batch, heads_kv, dim_v, positions) with each row contiguous, "
+                         f"got shape {data.shape}, strides {data.strides}")
+    if not isinstance(v.seqlen, int) or v.seqlen <= 0 or prepared_v.positions(v.seqlen) > data.shape[3]:
+        raise ValueError(f"PreparedV.seqlen = {v.seqlen!r} does not fit its rows of {data.shape[3]} positions "
+                         "(seqlen rounded up to 16 at most)")
+    batch, heads, dim, _ = data.shape
+    view = dataclasses.replace(data, shape=(batch, v.seqlen, heads, dim),
+                               strides=(data.strides[0], 1, data.strides[1], data.strides[2]))
+    return view, VLayout.PREPARED
+
+
+def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores,
+            v_layout=VLayout.DEFAULT):
     """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
     batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v = problem
     if probabilities not in _PROBABILITIES:
@@ -107,7 +128,7 @@ def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, pro
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
-               probabilities=_PROBABILITIES[probabilities], scores=_SCORES[scores])
+               probabilities=_PROBABILITIES[probabilities], scores=_SCORES[scores], v_layout=v_layout)
     for prefix, strides in (("q", q.strides), ("k", k.strides), ("v", v.strides), ("out", out[1])):
         for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
             setattr(p, f"{prefix}_stride_{axis}", stride)
@@ -129,7 +150,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
 
     q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
     v: (batch, seqlen_k, heads_kv, dim_v); all bfloat16 or all float8_e4m3fn device arrays; heads_q a multiple
-    of heads_kv (query head h reads KV head h // (heads_q // heads_kv)).
+    of heads_kv (query head h reads KV head h // (heads_q // heads_kv)). fp8 with default probabilities: v may be a
+    PreparedV (prepare_v), which the Hopper kernels load without transposing it (faster).
     causal: query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <= seqlen_k.
     softmax_scale: float, default 1/sqrt(dim_qk).
     q_descale, k_descale, v_descale: fp8 only; None, float32 factors or BlockScales (see scales.py).
@@ -150,7 +172,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     TypeError / ValueError for arrays the library cannot take at all.
     """
     with _library_call(q, "q", stream) as (library, device, handle, keep):
-        qt, kt, vt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+        qt, kt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k")))
+        vt, v_layout = _adapt_v(v, handle, keep)
         problem = _problem(qt, kt, vt)
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
         if out is None:
@@ -164,7 +187,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         _check_same_device(keep, device, "q")
         descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
         params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales,
-                         probabilities, scores)
+                         probabilities, scores, v_layout)
         _check(library.flashprefill_forward(ctypes.byref(params), handle), library)
     return (out, lse) if return_lse else out
 
@@ -179,7 +202,8 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     with contextlib.ExitStack() as scope:
         scope.callback(_release, keep)
         # stream None: no synchronisation with the producers, since nothing is read.
-        qt, kt, vt = (_adapt(x, name, None, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
+        qt, kt = (_adapt(x, name, None, keep) for x, name in ((q, "q"), (k, "k")))
+        vt, v_layout = _adapt_v(v, None, keep)
         problem = _problem(qt, kt, vt)
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
         if out is None:
@@ -189,7 +213,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
             out_view = (ot.ptr, ot.strides)
         descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
         params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities,
-                         scores)
+                         scores, v_layout)
         status = library.flashprefill_supports(ctypes.byref(params))
     if status == Status.ERROR_NOT_SUPPORTED:
         return False
@@ -254,7 +278,40 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, cod
     return codes, BlockScales(exponents, block)
 
 
-def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0, scores="fp32"):
+def prepare_v(v, *, out=None, stream=None):
+    """fp8 v (float8_e4m3fn device array (batch, seq, heads, dim), CuPy or torch) -> PreparedV: the same codes in
+    the layout the Hopper fp8 kernels load without transposing (flashprefill_prepare_v, prepared_v.py), for
+    attention(q, k, prepared, ...) with v's descale unchanged. One pass over v's bytes.
+
+    out: optional float8_e4m3fn device array (batch, heads, dim, positions) to write, positions at least seq
+    rounded up to 16, each row contiguous; by default a new one of v's library with positions = seq rounded up
+    to 16. Enqueued on `stream` (default: the current stream of v's library).
+    """
+    with _library_call(v, "v", stream) as (library, device, handle, keep):
+        vt = _adapt(v, "v", handle, keep)
+        if len(vt.shape) != 4 or vt.dtype != "float8_e4m3fn":
+            raise ValueError(f"v must be 4-d (batch, seq, heads, dim) float8_e4m3fn, got {vt.dtype} {vt.shape}")
+        batch, seqlen, heads, dim = vt.shape
+        if out is None:
+            out = _arrays.empty((batch, heads, dim, prepared_v.positions(seqlen)), "float8_e4m3fn", v, handle)
+        ot = _adapt(out, "out", handle, keep, writable=True)
+        if ot.dtype != "float8_e4m3fn" or len(ot.shape) != 4 or ot.shape[:3] != (batch, heads, dim) or \
+                ot.shape[3] < prepared_v.positions(seqlen) or ot.strides[3] != 1:
+            raise ValueError(f"out must be float8_e4m3fn (batch, heads, dim, >= seq rounded up to 16) = "
+                             f"{(batch, heads, dim, prepared_v.positions(seqlen))} with each row contiguous, got "
+                             f"{ot.dtype} {ot.shape} with strides {ot.strides}")
+        _check_same_device(keep, device, "v")
+        params = PrepareVParams(v=vt.ptr, prepared=ot.ptr, batch=batch, seqlen=seqlen, heads=heads, dim=dim,
+                                prepared_stride_batch=ot.strides[0], prepared_stride_head=ot.strides[1],
+                                prepared_stride_dim=ot.strides[2])
+        for axis, stride in zip(("batch", "seq", "head", "dim"), vt.strides):
+            setattr(params, f"v_stride_{axis}", stride)
+        _check(library.flashprefill_prepare_v(ctypes.byref(params), handle), library)
+    return PreparedV(out, seqlen)
+
+
+def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0, scores="fp32",
+                 v_layout="default"):
     """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
     q_descale, k_descale, v_descale ready for attention(**prepared): q and k rotated by the same random-sign
     Hadamard (exact for q k^T; spreads outlier channels before rounding; `seed` picks the signs), k optionally
@@ -266,9 +323,19 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
     scores="fp16": q's codes within the bound of attention's float16 scores (±1.125 at dim 128, ±0.75 at 192: its
     factor amax / bound, or its blocks' exponents for that bound) and scores="fp16" in the dict, so that
     attention(**prepared) takes them.
+    v_layout="prepared": v as a PreparedV (prepare_v), which the Hopper kernels load without transposing it.
     """
     if scores not in _SCORES:
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
+    if v_layout not in ("default", "prepared"):
+        raise ValueError(f"v_layout must be 'default' or 'prepared', got {v_layout!r}")
+    out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores)
+    if v_layout == "prepared":
+        out["v"] = prepare_v(out["v"])
+    return out
+
+
+def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores):
     q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
     out = {"scores": scores} if scores == "fp16" else {}
     if per_block is not None:
