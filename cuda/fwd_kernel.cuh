@@ -5,7 +5,8 @@
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per KV tile of kBlockN keys; V per
 //                           tile), kStages deep, and pass each tile's fp8 descale beside it.
 //   fp8 only, warpgroup 1 (or warps 1-3 of warpgroup 0 at 192 keys a tile): turns each V tile into V^T for P.V
-//   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh).
+//   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh). A prepared v
+//   (FwdConfig::kVPrepared) is V^T already: the V lane loads it into V^T's slots, and no warp converts.
 //   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
 //   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
 //   Per KV tile n (keys visited from the diagonal down):

@@ -3,8 +3,9 @@
 // group of 16 keys the positions follow the order in which a consumer thread's registers hold P's keys
 // (fp8_transpose.cuh): position 4c + i holds key 2c + {0, 1, 8, 9}[i].
 //
-// One CTA per 64 positions of one (batch, head): per 64 dims, V's 64 x 64 bytes through shared memory, read along
-// dims and written along positions, both coalesced. Positions of keys >= seqlen are written 0.
+// One CTA per 64 positions of one (batch, head): per 64 dims, V's 64 x 64 bytes through shared memory, read as 16
+// bytes of dims and written as 16 positions (one group of keys), each thread one of each. Positions of keys >=
+// seqlen are written 0. dim a multiple of 16 (whole 16-byte pieces; the fp8 kernels take dim_v 128).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -16,8 +17,9 @@
 namespace fp {
 namespace {
 
-constexpr int kTileKeys = 64, kTileDims = 64, kThreads = 256;
-static_assert(kTileKeys % 16 == 0, "whole groups of 16 keys a tile");
+constexpr int kTileKeys = 64, kTileDims = 64, kPiece = 16, kThreads = kTileKeys * kTileDims / kPiece;
+static_assert(kTileDims == kTileKeys, "a thread loads piece `piece` of key `row` and stores the same of dim `row`");
+static_assert(kTileKeys % 16 == 0 && kPiece == 16, "a stored piece is one group of 16 keys");
 
 struct PrepareVArgs {
     const uint8_t *v;
@@ -36,24 +38,27 @@ __device__ __forceinline__ int key_at(int p)
 
 __global__ void __launch_bounds__(kThreads) prepare_v_kernel(const PrepareVArgs a)
 {
-    __shared__ uint8_t tile[kTileKeys][kTileDims + 4];
+    __shared__ alignas(16) uint8_t tile[kTileKeys][kTileDims];  // [key][dim]
     const int key0 = blockIdx.x * kTileKeys, head = blockIdx.y, batch = blockIdx.z;
     const uint8_t *v = a.v + batch * a.v_stride_batch + head * a.v_stride_head;
     uint8_t *prepared = a.prepared + batch * a.prepared_stride_batch + head * a.prepared_stride_head;
-    const int lane_dim = threadIdx.x % kTileDims, first_row = threadIdx.x / kTileDims;
-    constexpr int kRowStep = kThreads / kTileDims;
+    constexpr int kPiecesPerRow = kTileDims / kPiece;
+    const int row = threadIdx.x / kPiecesPerRow, piece = threadIdx.x % kPiecesPerRow;
     for (int d0 = 0; d0 < a.dim; d0 += kTileDims) {
-        const int dim = d0 + lane_dim;
-        for (int key = first_row; key < kTileKeys; key += kRowStep) {
-            const int j = key0 + key;
-            tile[key][lane_dim] = j < a.seqlen && dim < a.dim ? v[j * a.v_stride_seq + dim] : 0;
-        }
+        const int key = key0 + row, dim = d0 + kPiece * piece;  // load: 16 dims of key `row`
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (key < a.seqlen && dim < a.dim)
+            x = *reinterpret_cast<const uint4 *>(v + key * a.v_stride_seq + dim);
+        *reinterpret_cast<uint4 *>(&tile[row][kPiece * piece]) = x;
         __syncthreads();
-        const int position = lane_dim, group = position / 16 * 16;
-        for (int row = first_row; row < kTileDims; row += kRowStep) {
-            if (d0 + row < a.dim && key0 + position < a.positions)
-                prepared[(d0 + row) * a.prepared_stride_dim + key0 + position] =
-                    tile[group + key_at(position % 16)][row];
+        const int out_dim = d0 + row, position = key0 + kPiece * piece;  // store: 16 positions of dim `row`
+        if (out_dim < a.dim && position < a.positions) {
+            alignas(16) uint8_t bytes[kPiece];
+#pragma unroll
+            for (int p = 0; p < kPiece; ++p)
+                bytes[p] = tile[kPiece * piece + key_at(p)][row];
+            *reinterpret_cast<uint4 *>(prepared + out_dim * a.prepared_stride_dim + position) =
+                *reinterpret_cast<const uint4 *>(bytes);
         }
         __syncthreads();
     }
@@ -67,6 +72,7 @@ extern "C" flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v
     flashprefill_status s;
     if ((s = fp_check_prepare_v_device(p)))
         return s;
+    static_assert(fp::kPiece == 16, "fp_validate_prepare_v admits dims of whole 16-byte pieces");
     constexpr int kMaxGridYz = 65535;
     if (p->heads > kMaxGridYz || p->batch > kMaxGridYz)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds prepare_v's grid limit of %d",

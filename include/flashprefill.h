@@ -168,7 +168,7 @@ typedef struct flashprefill_prepare_v_params {
     int64_t prepared_stride_batch, prepared_stride_head, prepared_stride_dim; /* elements (bytes), multiples of
                                                                                  16; the row pitch (dim's) at
                                                                                  least round_up(seqlen, 16) */
-    int32_t batch, seqlen, heads, dim;
+    int32_t batch, seqlen, heads, dim; /* dim a multiple of 16 */
 } flashprefill_prepare_v_params;
 
 /* "0.5.0". */

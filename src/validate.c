@@ -327,5 +327,7 @@ flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p
     if (spans_overlap(p->prepared, tensor_span_bytes(&prepared), p->v, tensor_span_bytes(&v)))
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "prepared overlaps v: the output must not share memory "
                        "with the input");
+    if (p->dim % 16 != 0)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "prepare_v takes dim a multiple of 16, got %d", (int)p->dim);
     return FLASHPREFILL_SUCCESS;
 }

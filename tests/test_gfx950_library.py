@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from flashprefill._params import DType, Params, Status
+from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
@@ -65,6 +65,21 @@ def test_supports_hd128_bf16_and_fp8(lib):
     fp16_p.probabilities = 1  # FLASHPREFILL_PROBABILITIES_FP16: a Hopper kernel only
     assert lib.flashprefill_supports(ctypes.byref(fp16_p)) == Status.ERROR_NOT_SUPPORTED
     assert b"probabilities FP16" in lib.flashprefill_last_error()
+
+
+def test_prepared_v_is_a_hopper_layout(lib):
+    """v_layout PREPARED passes the shared validation but no gfx950 kernel reads it, and prepare_v refuses."""
+    prepared = params(DType.FP8_E4M3)
+    prepared.v_layout, prepared.v_stride_seq, prepared.v_stride_dim = VLayout.PREPARED, 1, 208
+    prepared.v_stride_head, prepared.v_stride_batch = 128 * 208, 2 * 128 * 208
+    assert lib.flashprefill_supports(ctypes.byref(prepared)) == Status.ERROR_NOT_SUPPORTED
+    assert b"v_layout PREPARED" in lib.flashprefill_last_error()
+    lib.flashprefill_prepare_v.restype = ctypes.c_int
+    call = PrepareVParams(v=0x7F2000000000, prepared=0x7F3000000000, batch=1, seqlen=200, heads=2, dim=128,
+                          v_stride_batch=200 * 2 * 128, v_stride_seq=2 * 128, v_stride_head=128, v_stride_dim=1,
+                          prepared_stride_batch=2 * 128 * 208, prepared_stride_head=128 * 208, prepared_stride_dim=208)
+    assert lib.flashprefill_prepare_v(ctypes.byref(call), None) == Status.ERROR_NOT_SUPPORTED
+    assert b"the gfx950 kernels read v in the DEFAULT layout only" in lib.flashprefill_last_error()
 
 
 def test_kernel_limits_answered_by_supports(lib):

@@ -264,6 +264,12 @@ def test_prepare_v_invalid_argument(lib, fields, substring):
     assert substring in lib.flashprefill_last_error().decode()
 
 
+def test_prepare_v_dim_of_whole_pieces(lib):
+    assert lib.flashprefill_prepare_v(ctypes.byref(prepare_v_params(dim=120, v_stride_head=128)), None) == \
+        NOT_SUPPORTED
+    assert "prepare_v takes dim a multiple of 16, got 120" in lib.flashprefill_last_error().decode()
+
+
 def test_prepare_v_null_params(lib):
     assert lib.flashprefill_prepare_v(None, None) == INVALID
     assert lib.flashprefill_last_error() == b"params is NULL"
