@@ -18,6 +18,7 @@ import statistics
 RATIO_PAIRS = (("fp8", "flashprefill fp8", "FA3 fp8"),
                ("fp8 V prepared", "flashprefill fp8, V prepared", "FA3 fp8"),
                ("fp8 fp16 scores", "flashprefill fp8, fp16 scores", "FA3 fp8, same q codes"),
+               ("fp8 fp16 scores V prepared", "flashprefill fp8, fp16 scores, V prepared", "FA3 fp8, same q codes"),
                ("bf16", "flashprefill bf16", "FA3 bf16"))
 TIMINGS = (("per call", "round_medians_ms"), ("back to back", "back_to_back_rounds_ms"))
 

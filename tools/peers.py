@@ -59,13 +59,15 @@ def ours_fp8_fp16_p(x):
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
 
 
-def ours_fp8_f16_scores(x):
-    """scores="fp16" on q's codes shrunk into its bound (q8s, qds: tools/bench.py), k and v as for fp8."""
+def ours_fp8_f16_scores(x, prepared_v=False):
+    """scores="fp16" on q's codes shrunk into its bound (q8s, qds: tools/bench.py), k and v as for fp8 (v prepared
+    once here where prepared_v)."""
     out = _out(x)
     kw = dict(q_descale=x["qds"], k_descale=x["kd"], v_descale=x["vd"], scores="fp16")
-    if not fp.supports(x["q8s"], x["k8"], x["v8"], **kw):
+    v = fp.prepare_v(x["v8"]) if prepared_v else x["v8"]
+    if not fp.supports(x["q8s"], x["k8"], v, **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel with float16 scores for this shape")
-    return lambda: fp.attention(x["q8s"], x["k8"], x["v8"], causal=True, out=out, **kw)
+    return lambda: fp.attention(x["q8s"], x["k8"], v, causal=True, out=out, **kw)
 
 
 def _q_code_max(x, scores):
@@ -219,6 +221,7 @@ PEERS = {
     "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),
     "FA3 fp8": ("fp8", fa3_fp8),
     "flashprefill fp8, fp16 scores": ("fp8", ours_fp8_f16_scores),
+    "flashprefill fp8, fp16 scores, V prepared": ("fp8", lambda x: ours_fp8_f16_scores(x, prepared_v=True)),
     "FA3 fp8, same q codes": ("fp8", fa3_fp8_small_q),
     "cuDNN fp8 (fp8 out)": ("fp8", cudnn_fp8),
     "flashprefill bf16": ("bf16", ours_bf16),
