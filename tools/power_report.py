@@ -53,7 +53,8 @@ def summarize(samples, ms_per_call):
 
 
 # FA3 on the same inputs where the peer's own name does not say which ("FA3 <last word>" otherwise).
-SAME_INPUTS_PEER = {"flashprefill fp8, fp16 scores": "FA3 fp8, same q codes"}
+SAME_INPUTS_PEER = {"flashprefill fp8, fp16 scores": "FA3 fp8, same q codes", "flashprefill fp8, V prepared": "FA3 fp8",
+                    "flashprefill fp8, fp16 scores, V prepared": "FA3 fp8, same q codes"}
 
 
 def markdown(results, device, power_limit_w):
