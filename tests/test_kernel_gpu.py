@@ -194,7 +194,14 @@ def test_rows_whose_scores_are_all_below_zero(dtype, causal, dims):
     if dtype == "bf16":
         _check_bf16(*(x.to(torch.bfloat16) for x in (q, k, v)), causal, seed)
         return
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, True, shape[4]) for x in (q, k, v))
+    _check_fp8(tuple(_quantize(x, True, shape[4]) for x in (q, k, v)), shape, dims, causal, seed)
+
+
+def _check_fp8(problem, shape, dims, causal, seed):
+    """The fp8 kernel on problem's (codes, descale, dequantized) of q, k, v into poisoned outputs: every element
+    written and finite, relative L2 (against float64 attention of the dequantized inputs) within 1.5x the floor of
+    rounding P to e4m3 and the output to bf16. Returns (error, report, float64 reference)."""
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], dims[1])
     fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
@@ -202,8 +209,9 @@ def test_rows_whose_scores_are_all_below_zero(dtype, causal, dims):
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
     err = _rel_l2(out, ref)
     floor = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
-    assert err <= 1.5 * floor, f"seed {seed}: {reference.error_report(out.float().cpu().numpy(), ref)}; " \
-                               f"P-and-output-rounding floor {floor:.3e}"
+    report = reference.error_report(out.float().cpu().numpy(), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {report}; P-and-output-rounding floor {floor:.3e}"
+    return err, report, ref
 
 
 def _fp8_problem(shape, dims, descales, seed):
@@ -228,16 +236,9 @@ FP8_DESCALES = ["per_tensor", "per_head", "per_block128", "per_block256", "per_b
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
 def test_fp8(shape, causal, descales, dims):
     seed = _seed()
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, descales, seed)
-    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
-    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
-    err = _rel_l2(out, ref)
-    floor = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
-    report = reference.error_report(out.float().cpu().numpy(), ref)
-    assert err <= 1.5 * floor, f"seed {seed}: {report}; P-and-output-rounding floor {floor:.3e}"
+    problem = _fp8_problem(shape, dims, descales, seed)
+    err, report, ref = _check_fp8(problem, shape, dims, causal, seed)
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
     fa3 = _fa3()
     if fa3 is not None and not descales.startswith("per_block"):  # FA3 takes factors only
         expand = lambda d: d.reshape(1, 1).expand(shape[0], shape[4]).contiguous() if d.dim() == 0 else d
