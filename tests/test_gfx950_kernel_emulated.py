@@ -110,10 +110,11 @@ def test_fwd_bf16(shape, causal, dim_qk):
     assert np.abs(lse - ref_lse).max() < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse"
 
 
-def _run(name, q, k, v, causal, descales=None, blocks=None):
+def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None):
     """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, dim), 1 or 2 bytes per element) with
     optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)) or per-block exponents
-    ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens); returns out, lse."""
+    ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens); returns out, lse. stats: a list that receives
+    the run's RunStats."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
         {key: value for key, value in _assembly_offsets().items() if key != "size"}
@@ -144,8 +145,10 @@ def _run(name, q, k, v, causal, descales=None, blocks=None):
         setattr(a, f"{n}_descale_stride_batch", hkv if d.ndim == 2 else 0)
         setattr(a, f"{n}_descale_stride_head", 1 if d.ndim == 2 else 0)
     co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
-    run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch), workgroup_size=LANES_PER_WORKGROUP,
-               kernarg=bytes(a), memory=mem)
+    run = run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch), workgroup_size=LANES_PER_WORKGROUP,
+                     kernarg=bytes(a), memory=mem)
+    if stats is not None:
+        stats.append(run)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim_v)).view(ml_dtypes.bfloat16).astype(np.float64)
     return out, mem.read(addr["lse"], np.float32, (batch, hq, sq))
 
@@ -241,3 +244,24 @@ def test_fwd_fp8_probability_codes_bit_exact(causal, dim_qk):
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(dim_qk)))  # as the kernel argument holds it
     probability_codes.check(out, q_codes, k_codes, causal, scale_log2, seed)
+
+
+@pytest.mark.parametrize("name", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"])
+def test_k_operand_reads_free_of_bank_conflicts(name):
+    """The K operand reads (ds_read_b128, one key row a lane: 8 or 10 a tile) take one cycle a phase in the
+    emulator's model of the MI355X's 64 LDS banks (tools/gfx950_emu/lds_banks.py), over a causal run with masked and
+    unmasked tiles: the LDS rows' padding (fwd_contract.inc, fwd_lds_layout) starts consecutive rows 4 banks apart.
+    Unpadded, every 16-lane phase read one bank group 8 (fp8) or 16 (bf16) times over."""
+    rng = np.random.default_rng(int(RNG.integers(1 << 31)))
+    dim_qk = 192 if name.endswith("qk192") else 128
+    dtype = ml_dtypes.float8_e4m3fn if "fp8" in name else ml_dtypes.bfloat16
+    q, k, v = (rng.standard_normal((1, 130, 2, d)).astype(dtype) for d in (dim_qk, dim_qk, 128))
+    descales = tuple(np.asarray(1.0, np.float32) for _ in range(3)) if "fp8" in name else None
+    stats = []
+    _run(name, q, k, v, True, descales, stats=stats)
+    lds = stats[0].lds
+    k_reads = [key for key in lds.executions if key[1].startswith("ds_read_b128")]
+    assert len(k_reads) >= 8, f"{name}: K operand reads not found among {list(lds.executions)}"
+    conflicted = {f"{text} at 0x{addr:x}": lds.extra[64][(addr, text)] for addr, text in k_reads
+                  if lds.extra[64][(addr, text)]}
+    assert not conflicted, f"{name}: extra cycles per K operand read {conflicted}"

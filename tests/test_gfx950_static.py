@@ -54,9 +54,10 @@ def assembly_text(name):
 
 
 def assembly_sets(name):
-    """The `.set symbol, integer` lines of asm/gfx950/<name>.s and its includes."""
+    """The `.set symbol, integer` lines (a comment may follow) of asm/gfx950/<name>.s and its includes."""
     text = assembly_text(name)
-    return {m.group(1): int(m.group(2), 0) for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*$", text, re.M)}
+    return {m.group(1): int(m.group(2), 0)
+            for m in re.finditer(r"^\.set (\w+), (\d+|0x[0-9a-fA-F]+)\s*(?://.*)?$", text, re.M)}
 
 
 @pytest.mark.parametrize("name", ALL_KERNELS)
@@ -145,8 +146,10 @@ def test_descriptor_within_plan(name):
     sets = assembly_sets(name)
     assert kd.agprs == 0 and kd.scratch_bytes == 0
     own = re.search(r"^\.set kHeadDimQk, (\d+)", (ROOT / "asm" / "gfx950" / f"{name}.s").read_text(), re.M)
-    k_tail = 8192 * (int(own.group(1)) - 128) // 128 if own else 0  # K's dims 128-191 (fwd_contract.inc)
-    assert kd.lds_bytes == 3 * (2 * 8192 + k_tail)  # kBuffers x (K + V tile)
+    # kBuffers x (K tile + V tile, rows padded by kLdsPad, and K's dims 128-191 in rows half as long: fwd_lds_layout)
+    keys, row, pad = sets["kTileKeys"], sets["kRowBytes"], sets["kLdsPad"]
+    k_tail = keys * (row // 2 + pad) if own and int(own.group(1)) == 192 else 0
+    assert kd.lds_bytes == 3 * (2 * keys * (row + pad) + k_tail)
     assert kd.vgprs <= VGPRS_PER_SIMD_LANE // (WAVES_PER_WORKGROUP // SIMDS_PER_CU), f"{kd.vgprs} VGPRs"
     assert kd.vgprs >= sets["v_end"], "the allocation must cover the register map"
     meta = _metadata(code_object(name))

@@ -32,4 +32,4 @@
 .set v_end, 256
 
 
-fwd_fp8_kernel fwd_fp8_hd128, 256, 49152
+fwd_fp8_kernel fwd_fp8_hd128, 256, 55296

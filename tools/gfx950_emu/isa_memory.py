@@ -120,8 +120,12 @@ def global_store(wave, ins, ctx):
 
 
 # ---- LDS -----------------------------------------------------------------------------------
-def _lds_addrs(wave, ins, op):
-    return wave.read_lanes(op, ins).astype(np.int64) + ins.mods.get("offset", 0)
+def _lds_addrs(wave, ins, op, ctx=None, nbytes=0):
+    """Each lane's LDS byte address; with ctx, reported to its bank model (lds_banks.py) for `nbytes` a lane."""
+    addrs = wave.read_lanes(op, ins).astype(np.int64) + ins.mods.get("offset", 0)
+    if ctx is not None:
+        ctx.lds_banks.record(ins, addrs, wave.exec_mask(), nbytes)
+    return addrs
 
 
 _DS_READS = {"ds_read_b32": 4, "ds_read_b64": 8, "ds_read_b96": 12, "ds_read_b128": 16}
@@ -133,7 +137,8 @@ def ds_read(wave, ins, ctx):
     """VGPR D = LDS bytes at each active lane's address (lgkmcnt)."""
     dst, vaddr = ins.ops
     mask = wave.exec_mask()
-    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr)[mask], _DS_READS[ins.mnemonic], at(ins))
+    nbytes = _DS_READS[ins.mnemonic]
+    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes, at(ins))
     out = wave.peek_block(dst, ins)
     out[:, mask] = raw.view(np.uint32).T
     wave.write_lanes(dst, out, ins, mask=mask, track=False)
@@ -152,7 +157,7 @@ def ds_read_d16(wave, ins, ctx):
     dst, vaddr = ins.ops
     nbytes, high = _DS_READS_D16[ins.mnemonic]
     mask = wave.exec_mask()
-    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr)[mask], nbytes, at(ins))
+    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes, at(ins))
     value = np.zeros((raw.shape[0], 4), np.uint8)
     value[:, :nbytes] = raw
     value = value.view(np.uint32)[:, 0]
@@ -171,7 +176,7 @@ def ds_write(wave, ins, ctx):
     mask = wave.exec_mask()
     block = wave.read_block(data, ins)[:, mask]
     raw = block.T.copy().view(np.uint8).reshape(int(mask.sum()), -1)
-    wave.lds.scatter(_lds_addrs(wave, ins, vaddr)[mask], raw, at(ins))
+    wave.lds.scatter(_lds_addrs(wave, ins, vaddr, ctx, raw.shape[1])[mask], raw, at(ins))
     wave.waits.issue("lgkmcnt", ins)
 
 
@@ -196,7 +201,7 @@ def ds_read_b64_tr(wave, ins, ctx):
     n = 4 if ins.mnemonic.endswith("b16") else 8
     elem = np.uint16 if n == 4 else np.uint8
     raw = np.zeros((LANES, 8), np.uint8)
-    raw[mask] = wave.lds.gather(_lds_addrs(wave, ins, vaddr)[mask], 8, at(ins))
+    raw[mask] = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, 8)[mask], 8, at(ins))
     elems = raw.view(elem).reshape(4, 16, n)              # [group, lane j, element]
     lane = np.arange(16)[:, None]
     r = np.arange(n)[None, :]

@@ -20,6 +20,7 @@ import numpy as np
 
 from .errors import EmulatorError
 from .isa import execute
+from .lds_banks import LdsBanks
 from .memory import LocalMemory
 from .operands import SGPR_EXEC
 from .state import LANES, WaveState
@@ -32,16 +33,20 @@ _DEFAULT_MAX_STEPS = 50_000_000
 
 @dataclass
 class ExecContext:
-    """What instructions reach beyond the wave: global memory (LDS hangs off each wave)."""
+    """What instructions reach beyond the wave: global memory (LDS hangs off each wave), and the LDS bank model
+    that LDS instructions report their lanes' addresses to."""
     memory: object
+    lds_banks: LdsBanks = field(default_factory=LdsBanks)
 
 
 @dataclass
 class RunStats:
-    """Counts of one dispatch: instructions executed per mnemonic (over all waves)."""
+    """Counts of one dispatch: instructions executed per mnemonic (over all waves); lds: the bank-conflict
+    model's counts per LDS instruction (lds_banks.py)."""
     instructions: Counter = field(default_factory=Counter)
     workgroups: int = 0
     waves: int = 0
+    lds: LdsBanks = field(default_factory=LdsBanks)
 
     @property
     def total(self) -> int:
@@ -112,8 +117,8 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
         raise EmulatorError(f"{name}: {kd.lds_bytes} bytes of LDS exceed {LDS_BYTES_PER_CU}")
     grid = tuple(grid) + (1,) * (3 - len(grid))
     kernarg_addr = memory.alloc_bytes(kernarg)
-    ctx = ExecContext(memory)
     stats = RunStats()
+    ctx = ExecContext(memory, stats.lds)
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
