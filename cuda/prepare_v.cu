@@ -75,8 +75,8 @@ extern "C" flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v
     static_assert(fp::kPiece == 16, "fp_validate_prepare_v admits dims of whole 16-byte pieces");
     constexpr int kMaxGridYz = 65535;
     if (p->heads > kMaxGridYz || p->batch > kMaxGridYz)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds prepare_v's grid limit of %d",
-                       p->heads, p->batch, kMaxGridYz);
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "heads = %d or batch = %d exceeds prepare_v's grid limit of %d", p->heads, p->batch, kMaxGridYz);
     fp::PrepareVArgs a{};
     a.v = static_cast<const uint8_t *>(p->v);
     a.v_stride_batch = p->v_stride_batch, a.v_stride_seq = p->v_stride_seq, a.v_stride_head = p->v_stride_head;

@@ -77,5 +77,6 @@ flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p,
     (void)p;
     (void)stream;
     return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "flashprefill_prepare_v: the gfx950 kernels read v in the "
-                   "DEFAULT layout only (they read V^T from LDS with transposing reads), so this backend has no prepared layout");
+                   "DEFAULT layout only (they read V^T from LDS with transposing reads), so this backend has no "
+                   "prepared layout");
 }

@@ -64,7 +64,8 @@ static flashprefill_status check_tensor(const tensor_view *t)
     if (t->stride[t->contiguous] != 1)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be 1 (%s), got %lld", t->name,
                        axis_name[t->contiguous],
-                       t->contiguous == 3 ? "the last dim contiguous" : "v_layout PREPARED: each row of keys contiguous",
+                       t->contiguous == 3 ? "the last dim contiguous"
+                                          : "v_layout PREPARED: each row of keys contiguous",
                        (long long)t->stride[t->contiguous]);
     int64_t last_elem = 0; /* offset in elements of the last element */
     for (int axis = 0; axis < 4; ++axis) {
