@@ -146,10 +146,11 @@ def test_descriptor_within_plan(name):
     sets = assembly_sets(name)
     assert kd.agprs == 0 and kd.scratch_bytes == 0
     own = re.search(r"^\.set kHeadDimQk, (\d+)", (ROOT / "asm" / "gfx950" / f"{name}.s").read_text(), re.M)
-    # kBuffers x (K tile + V tile, rows padded by kLdsPad, and K's dims 128-191 in rows half as long: fwd_lds_layout)
-    keys, row, pad = sets["kTileKeys"], sets["kRowBytes"], sets["kLdsPad"]
+    # kBuffers x (K tile + V tile, rows padded by kLdsPad and kVLdsPad, and K's dims 128-191 in rows half as long:
+    # fwd_lds_layout)
+    keys, row, pad, v_pad = sets["kTileKeys"], sets["kRowBytes"], sets["kLdsPad"], sets["kVLdsPad"]
     k_tail = keys * (row // 2 + pad) if own and int(own.group(1)) == 192 else 0
-    assert kd.lds_bytes == 3 * (2 * keys * (row + pad) + k_tail)
+    assert kd.lds_bytes == 3 * (keys * (row + pad) + k_tail + keys * (row + v_pad))
     assert kd.vgprs <= VGPRS_PER_SIMD_LANE // (WAVES_PER_WORKGROUP // SIMDS_PER_CU), f"{kd.vgprs} VGPRs"
     assert kd.vgprs >= sets["v_end"], "the allocation must cover the register map"
     meta = _metadata(code_object(name))

@@ -25,4 +25,4 @@
 .set v_v_lds, 219       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 220
 
-fwd_bf16_kernel fwd_bf16_hd128, 220, 52224
+fwd_bf16_kernel fwd_bf16_hd128, 220, 56832

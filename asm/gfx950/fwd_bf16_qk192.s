@@ -28,4 +28,4 @@
 .set v_v_lds, 255       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 256
 
-fwd_bf16_kernel fwd_bf16_qk192, 256, 66048
+fwd_bf16_kernel fwd_bf16_qk192, 256, 70656

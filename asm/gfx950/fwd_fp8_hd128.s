@@ -32,4 +32,4 @@
 .set v_end, 256
 
 
-fwd_fp8_kernel fwd_fp8_hd128, 256, 55296
+fwd_fp8_kernel fwd_fp8_hd128, 256, 58368

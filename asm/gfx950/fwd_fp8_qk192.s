@@ -33,4 +33,4 @@
 .set v_v_lds, 250       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
 .set v_end, 251
 
-fwd_fp8_kernel fwd_fp8_qk192, 251, 70656
+fwd_fp8_kernel fwd_fp8_qk192, 251, 73728
