@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kWarps = 8;                 // rows in flight per block of tokens
 constexpr int kThreads = 32 * kWarps;
+constexpr int kMinCtasPerSm = 3;          // 24 warps of rows in flight an SM: registers capped at 85 a thread
 constexpr int kExponentSpan = 64;         // flashprefill.fp8.EXPONENT_SPAN
 constexpr int kMinExponent = -127, kMaxExponent = 127;
 constexpr int kZeroBlock = -128;          // below every real exponent
@@ -40,19 +41,22 @@ struct QuantizeArgs {
     int32_t seqlen, heads, block_tokens, blocks;
 };
 
-// One token row of one head across a warp. dim splits into power-of-two parts, largest first (192 = 128 + 64);
-// lane l holds, of each part of n elements, the n / 32 consecutive ones from part_start + l * n / 32. Slot j of a
-// lane walks the parts in order.
+// One token row of one head across kLanes lanes of a warp (8 up to dim 128, 16 beyond: at most 16 slots a lane),
+// 32 / kLanes rows a warp. dim splits into power-of-two parts, largest first (192 = 128 + 64); row lane l holds, of
+// each part of n elements, the n / kLanes consecutive ones from part_start + l * n / kLanes. Slot j of a lane walks
+// the parts in order.
 template <int kDim>
 struct RowLayout {
     static_assert(kDim % 32 == 0 && kDim <= 256, "dim: a multiple of 32 up to 256");
-    static constexpr int kSlots = kDim / 32;
+    static constexpr int kLanes = kDim <= 128 ? 8 : 16;
+    static constexpr int kRowsPerWarp = 32 / kLanes;
+    static constexpr int kSlots = kDim / kLanes;
     // The part holding slot j: its size in elements (part_size) and its first slot (part_first_slot).
     __device__ static constexpr int part_size(int j)
     {
         int first_slot = 0;
         for (int bit = 3; bit >= 0; --bit) {
-            const int slots = (kSlots >> bit & 1) << bit;
+            const int slots = (kDim / 32 >> bit & 1) * (32 << bit) / kLanes;
             if (j < first_slot + slots)
                 return 32 << bit;
             first_slot += slots;
@@ -63,28 +67,28 @@ struct RowLayout {
     {
         int first_slot = 0;
         for (int bit = 3; bit >= 0; --bit) {
-            const int slots = (kSlots >> bit & 1) << bit;
+            const int slots = (kDim / 32 >> bit & 1) * (32 << bit) / kLanes;
             if (j < first_slot + slots)
                 return first_slot;
             first_slot += slots;
         }
         return 0;
     }
-    // The element held in slot j by lane `lane` (parts start where the previous ones' elements end).
-    __device__ static constexpr int element(int j, int lane)
+    // The element held in slot j by row lane `row_lane` (parts start where the previous ones' elements end).
+    __device__ static constexpr int element(int j, int row_lane)
     {
-        const int per_lane = part_size(j) / 32, first = part_first_slot(j);
-        return 32 * first + lane * per_lane + (j - first);
+        const int per_lane = part_size(j) / kLanes, first = part_first_slot(j);
+        return kLanes * first + row_lane * per_lane + (j - first);
     }
 };
 
-// c consecutive values from p as floats (bf16 widened exactly), with one vector load where c allows.
+// c consecutive values from p as floats (bf16 widened exactly), with 16-byte vector loads where c allows.
 template <int kCount, class T>
 __device__ __forceinline__ void load_chunk(const T *p, float *out)
 {
     constexpr int kBytes = kCount * static_cast<int>(sizeof(T));
-    static_assert(kBytes % 2 == 0 && kBytes <= 32, "chunk size");
-    if constexpr (kBytes == 32) {
+    static_assert(kBytes % 2 == 0 && kBytes <= 64, "chunk size");
+    if constexpr (kBytes > 16) {
         load_chunk<kCount / 2>(p, out);
         load_chunk<kCount / 2>(p + kCount / 2, out + kCount / 2);
     } else {
@@ -106,8 +110,9 @@ __device__ __forceinline__ void load_chunk(const T *p, float *out)
 template <int kCount>
 __device__ __forceinline__ void store_codes(uint8_t *p, const uint8_t *codes)
 {
-    using Vec = typename std::conditional<kCount == 8, uint2, typename std::conditional<kCount == 4, uint32_t,
-                typename std::conditional<kCount == 2, uint16_t, uint8_t>::type>::type>::type;
+    using Vec = typename std::conditional<kCount == 16, uint4, typename std::conditional<kCount == 8, uint2,
+                typename std::conditional<kCount == 4, uint32_t,
+                typename std::conditional<kCount == 2, uint16_t, uint8_t>::type>::type>::type>::type;
     Vec packed;
     memcpy(&packed, codes, kCount);
     *reinterpret_cast<Vec *>(p) = packed;
@@ -115,13 +120,13 @@ __device__ __forceinline__ void store_codes(uint8_t *p, const uint8_t *codes)
 
 // This lane's slots of one row of codes, part by part.
 template <int kDim, int kFirstSlot>
-__device__ __forceinline__ void store_parts(uint8_t *row, int lane, const uint8_t *codes)
+__device__ __forceinline__ void store_parts(uint8_t *row, int row_lane, const uint8_t *codes)
 {
     using L = RowLayout<kDim>;
     if constexpr (kFirstSlot < L::kSlots) {
-        constexpr int kPerLane = L::part_size(kFirstSlot) / 32;
-        store_codes<kPerLane>(row + L::element(kFirstSlot, lane), codes + kFirstSlot);
-        store_parts<kDim, kFirstSlot + kPerLane>(row, lane, codes);
+        constexpr int kPerLane = L::part_size(kFirstSlot) / L::kLanes;
+        store_codes<kPerLane>(row + L::element(kFirstSlot, row_lane), codes + kFirstSlot);
+        store_parts<kDim, kFirstSlot + kPerLane>(row, row_lane, codes);
     }
 }
 
@@ -133,41 +138,42 @@ struct RowTransform {
     float sign[L::kSlots], shift[L::kSlots];
     bool rotate;
 
-    __device__ __forceinline__ RowTransform(const QuantizeArgs &a, int batch, int head, int lane)
+    __device__ __forceinline__ RowTransform(const QuantizeArgs &a, int batch, int head, int row_lane)
         : rotate(a.signs != nullptr)
     {
         const int64_t mean = (static_cast<int64_t>(batch) * a.heads + head) * kDim;
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j) {
-            sign[j] = rotate ? a.signs[L::element(j, lane)] : 1.0f;
-            shift[j] = a.subtract != nullptr ? a.subtract[mean + L::element(j, lane)] : 0.0f;
+            sign[j] = rotate ? a.signs[L::element(j, row_lane)] : 1.0f;
+            shift[j] = a.subtract != nullptr ? a.subtract[mean + L::element(j, row_lane)] : 0.0f;
         }
     }
 
     // This lane's slots of row `token`, as floats.
-    __device__ __forceinline__ static void load(const QuantizeArgs &a, int batch, int token, int head, int lane,
+    __device__ __forceinline__ static void load(const QuantizeArgs &a, int batch, int token, int head, int row_lane,
                                                 float (&y)[L::kSlots])
     {
         const int64_t row = batch * a.x_stride_batch + token * a.x_stride_seq + head * a.x_stride_head;
-        load_parts<0>(a, row, lane, y);
+        load_parts<0>(a, row, row_lane, y);
     }
 
     template <int kFirstSlot>
-    __device__ __forceinline__ static void load_parts(const QuantizeArgs &a, int64_t row, int lane,
+    __device__ __forceinline__ static void load_parts(const QuantizeArgs &a, int64_t row, int row_lane,
                                                       float (&y)[L::kSlots])
     {
         if constexpr (kFirstSlot < L::kSlots) {
-            constexpr int kPerLane = L::part_size(kFirstSlot) / 32;
-            const int64_t first = row + L::element(kFirstSlot, lane);
+            constexpr int kPerLane = L::part_size(kFirstSlot) / L::kLanes;
+            const int64_t first = row + L::element(kFirstSlot, row_lane);
             if (a.x_fp32)
                 load_chunk<kPerLane>(static_cast<const float *>(a.x) + first, y + kFirstSlot);
             else
                 load_chunk<kPerLane>(static_cast<const __nv_bfloat16 *>(a.x) + first, y + kFirstSlot);
-            load_parts<kFirstSlot + kPerLane>(a, row, lane, y);
+            load_parts<kFirstSlot + kPerLane>(a, row, row_lane, y);
         }
     }
 
-    __device__ __forceinline__ void apply(int lane, float (&y)[L::kSlots]) const
+    // Every lane of the warp takes part (the butterflies across lanes shuffle within each row's kLanes lanes).
+    __device__ __forceinline__ void apply(int row_lane, float (&y)[L::kSlots]) const
     {
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j)
@@ -175,11 +181,12 @@ struct RowTransform {
         if (!rotate)
             return;
         // Per part of n elements: butterflies (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, ...,
-        // n / 2 (Sylvester order), within a lane while h < n / 32, then across lanes; then times 1 / sqrt(n)
-        // rounded to float.
+        // n / 2 (Sylvester order), within a lane while h < n / kLanes, then across lanes, where the lane holding
+        // x_{i+h} computes other - y as fma(y, -1, other) (exact: one rounding of the same difference); then times
+        // 1 / sqrt(n) rounded to float.
 #pragma unroll
-        for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / 32) {
-            const int per_lane = L::part_size(j0) / 32;
+        for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / L::kLanes) {
+            const int per_lane = L::part_size(j0) / L::kLanes;
 #pragma unroll
             for (int h = 1; h < per_lane; h *= 2)
 #pragma unroll
@@ -190,12 +197,12 @@ struct RowTransform {
                         y[j0 + j + h] = lo - hi;
                     }
 #pragma unroll
-            for (int d = 1; d < 32; d *= 2)
+            for (int d = 1; d < L::kLanes; d *= 2) {
+                const float own_sign = (row_lane & d) ? -1.0f : 1.0f;
 #pragma unroll
-                for (int j = 0; j < per_lane; ++j) {
-                    const float other = __shfl_xor_sync(kFullWarp, y[j0 + j], d);
-                    y[j0 + j] = (lane & d) ? other - y[j0 + j] : y[j0 + j] + other;
-                }
+                for (int j = 0; j < per_lane; ++j)
+                    y[j0 + j] = fmaf(y[j0 + j], own_sign, __shfl_xor_sync(kFullWarp, y[j0 + j], d));
+            }
             const float norm = static_cast<float>(1.0 / sqrt(static_cast<double>(L::part_size(j0))));
 #pragma unroll
             for (int j = 0; j < per_lane; ++j)
@@ -214,25 +221,32 @@ __device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
     return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
 }
 
-// Each warp's rows of this CTA's block, two at a time (both rows' loads in flight before either is
-// transformed): f(token, y) for each, y this lane's transformed slots.
+// The rows of this CTA's block, kRowsPerWarp per warp at a time and two such sets in flight (both loaded before
+// either is transformed): f(token, valid, y) for each row of this lane, y this lane's transformed slots, valid false
+// for rows past the block's end (their y are not rows of x).
 template <int kDim, class F>
 __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 {
     using L = RowLayout<kDim>;
+    constexpr int kRowsPerSet = kWarps * L::kRowsPerWarp;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, lane);
-    for (int token = first_token(a) + warp; token < end_token(a); token += 2 * kWarps) {
-        const int second = token + kWarps;
-        float y0[L::kSlots], y1[L::kSlots];
-        RowTransform<kDim>::load(a, blockIdx.z, token, blockIdx.y, lane, y0);
-        if (second < end_token(a))
-            RowTransform<kDim>::load(a, blockIdx.z, second, blockIdx.y, lane, y1);
-        transform.apply(lane, y0);
-        f(token, y0);
-        if (second < end_token(a)) {
-            transform.apply(lane, y1);
-            f(second, y1);
+    const int row_lane = lane % L::kLanes, row_of_warp = lane / L::kLanes;
+    const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, row_lane);
+    const int end = end_token(a);
+    // `base` is the same for the whole warp, so every lane runs the shuffles of each set it takes.
+    for (int base = first_token(a) + warp * L::kRowsPerWarp; base < end; base += 2 * kRowsPerSet) {
+        const int token0 = base + row_of_warp, token1 = token0 + kRowsPerSet;
+        const bool valid0 = token0 < end, valid1 = token1 < end, second_set = base + kRowsPerSet < end;
+        float y0[L::kSlots] = {}, y1[L::kSlots] = {};
+        if (valid0)
+            RowTransform<kDim>::load(a, blockIdx.z, token0, blockIdx.y, row_lane, y0);
+        if (valid1)
+            RowTransform<kDim>::load(a, blockIdx.z, token1, blockIdx.y, row_lane, y1);
+        transform.apply(row_lane, y0);
+        f(token0, valid0, y0);
+        if (second_set) {
+            transform.apply(row_lane, y1);
+            f(token1, valid1, y1);
         }
     }
 }
@@ -240,12 +254,14 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 // Grid (blocks, heads, batch): the smallest e with max |y| <= code_max * 2^e, clamped to [-127, 127]; 0 where the
 // block holds inf or NaN; kZeroBlock where it is all zeros.
 template <int kDim>
-__global__ void __launch_bounds__(kThreads) block_exponents(const __grid_constant__ QuantizeArgs a)
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm) block_exponents(const __grid_constant__ QuantizeArgs a)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float amax = 0.0f;
     bool nonfinite = false;
-    for_each_row<kDim>(a, [&](int, const float (&y)[RowLayout<kDim>::kSlots]) {
+    for_each_row<kDim>(a, [&](int, bool valid, const float (&y)[RowLayout<kDim>::kSlots]) {
+        if (!valid)
+            return;
 #pragma unroll
         for (int j = 0; j < RowLayout<kDim>::kSlots; ++j) {
             nonfinite |= !isfinite(y[j]);
@@ -303,19 +319,21 @@ __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_consta
 // Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
 // it rounds once), round to nearest even, saturating at 448.
 template <int kDim>
-__global__ void __launch_bounds__(kThreads) encode_blocks(const __grid_constant__ QuantizeArgs a)
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
-    const int lane = threadIdx.x % 32;
+    const int row_lane = threadIdx.x % L::kLanes;
     const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
-    for_each_row<kDim>(a, [&](int token, const float (&y)[L::kSlots]) {
+    for_each_row<kDim>(a, [&](int token, bool valid, const float (&y)[L::kSlots]) {
+        if (!valid)
+            return;
         uint8_t codes[L::kSlots];
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j)
             codes[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(y[j], scale), __NV_SATFINITE, __NV_E4M3));
         uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
                        blockIdx.y * a.codes_stride_head;
-        store_parts<kDim, 0>(row, lane, codes);
+        store_parts<kDim, 0>(row, row_lane, codes);
     });
 }
 

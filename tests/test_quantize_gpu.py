@@ -40,8 +40,10 @@ def _host(x):
 @pytest.mark.parametrize("block", [64, 128, 200])
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [32, 128, 192, 256])
+@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
+    """Every dim the quantizer takes (each split into parts of 8 or 16 lanes a row), bf16 and float32, with and
+    without rotation and smoothing, blocks whose rows end mid-set: exponents and codes as the model's."""
     shape = (2, 300, 3, dim)
     x = torch.from_numpy(_uneven(rng, shape)).to(getattr(torch, dtype)).cuda()
     signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if mode != "plain" else None
@@ -115,7 +117,7 @@ def test_quantize_qkv_per_block_is_the_model(rng):
     shape_q, shape_kv = (1, 333, 8, 128), (1, 333, 2, 128)
     q, k, v = (torch.from_numpy(_uneven(rng, s)).float().cuda() for s in (shape_q, shape_kv, shape_kv))
     seed = int(rng.integers(1 << 31))
-    prepared = fp.quantize_qkv(q, k, v, per_block=128, smooth_k=True, seed=seed)
+    prepared = fp.quantize_qkv(q, k, v, per_block=128, smooth_k=True, seed=seed, v_layout="default")
     model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), per_block=128, smooth_k=True, seed=seed)
     for name in "qkv":
         np.testing.assert_array_equal(prepared[name].view(torch.uint8).cpu().numpy(), model[name])
@@ -137,8 +139,8 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     q, k = (torch.from_numpy(rng.standard_normal(s)).float().cuda() for s in (shape_q, shape_kv))
     v = torch.from_numpy(rng.standard_normal((1, 700, 2, 128))).float().cuda()
     seed = int(rng.integers(1 << 31))
-    prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16", per_block=per_block)
-    plain = fp.quantize_qkv(q, k, v, seed=seed, per_block=per_block)
+    prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16", per_block=per_block, v_layout="default")
+    plain = fp.quantize_qkv(q, k, v, seed=seed, per_block=per_block, scores="fp32", v_layout="default")
     bound = fp8.f16_scores_q_code_max(dim_qk)
     model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound, per_block=per_block)
     assert prepared["scores"] == "fp16" and "scores" not in plain
@@ -162,6 +164,32 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     ref = reference.attention_reference(*(_host(t) for t in (q, k, v)), causal=True)
     err16, err32 = (reference.relative_l2(o.float().cpu().numpy(), ref) for o in (out16, out32))
     assert err16 <= 1.05 * err32, f"{err16:.3e} with float16 scores vs {err32:.3e}"
+
+
+@pytest.mark.parametrize("per_block, probabilities, scores, v_layout", [
+    ("unset", "default", "fp16", "prepared"), (None, "default", "fp16", "prepared"),
+    (768, "default", "fp16", "prepared"), (128, "default", "fp32", "prepared"), ("unset", "fp16", "fp32", "default")])
+@pytest.mark.parametrize("dim_qk", [128, 192])
+def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_layout):
+    """quantize_qkv's defaults on Hopper: 384-token blocks; "auto" scores and v_layout give float16 scores where the
+    192-key kernels take the scales, v prepared, neither for float16 probabilities. The library takes the dict
+    (supports), and attention gives the output of the same options spelled out, bit for bit."""
+    shape_q, shape_kv = (1, 800, 8, dim_qk), (1, 800, 2, dim_qk)
+    q, k = (torch.from_numpy(rng.standard_normal(s)).float().cuda() for s in (shape_q, shape_kv))
+    v = torch.from_numpy(rng.standard_normal((1, 800, 2, 128))).float().cuda()
+    seed = int(rng.integers(1 << 31))
+    blocks = {} if per_block == "unset" else dict(per_block=per_block)
+    auto = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, **blocks)
+    spelled = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, scores=scores, v_layout=v_layout,
+                              per_block=384 if per_block == "unset" else per_block)
+    assert auto.get("scores", "fp32") == scores and auto.get("probabilities", "default") == probabilities
+    assert isinstance(auto["v"], fp.PreparedV) == (v_layout == "prepared")
+    if per_block == "unset":
+        assert isinstance(auto["q_descale"], fp.BlockScales) and auto["q_descale"].block_tokens == 384
+    assert fp.supports(**auto)
+    outs = [fp.attention(**prepared) for prepared in (auto, spelled)]
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0]).all() and torch.equal(outs[0], outs[1])
 
 
 def test_refusals():
