@@ -77,11 +77,18 @@ def test_scores():
             fp.supports(*arrays("float8_e4m3fn"), scores=bad)
 
 
-def test_quantize_qkv_scores_arguments():
-    """quantize_qkv(scores=...) takes "fp32" or "fp16" (checked before any device work)."""
+def test_quantize_qkv_arguments():
+    """quantize_qkv's scores, v_layout and probabilities, checked before any device work."""
     q, k, v = arrays("float32")
-    with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32'\]"):
+    with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32', 'auto'\]"):
         fp.quantize_qkv(q, k, v, scores="f16")
+    with pytest.raises(ValueError, match="v_layout must be 'auto', 'default' or 'prepared'"):
+        fp.quantize_qkv(q, k, v, v_layout="transposed")
+    with pytest.raises(ValueError, match=r"probabilities must be one of \['default', 'fp16'\]"):
+        fp.quantize_qkv(q, k, v, probabilities="fp8")
+    for bad in (dict(scores="fp16"), dict(v_layout="prepared")):
+        with pytest.raises(ValueError, match="probabilities='fp16' takes float32 scores and v in its default layout"):
+            fp.quantize_qkv(q, k, v, probabilities="fp16", **bad)
 
 
 @pytest.mark.parametrize("q, k, v, error", [

@@ -540,16 +540,26 @@ def test_fp8_probability_codes_bit_exact(causal):
     probability_codes.check(out.float().cpu().numpy(), q_codes, k_codes, causal, scale_log2, seed)
 
 
-def test_fp8_long_flat_attention():
+@pytest.mark.parametrize("pipeline", ["fp32_scores", "quantize_qkv_defaults"])
+def test_fp8_long_flat_attention(pipeline):
     """131072 keys of near-uniform scores (q, k at 1/16 scale): every row averages tens of thousands of values
-    of v. The error of sampled rows must stay within 2x that of the same rows' statistics at 4096 tokens."""
+    of v. The error of sampled rows must stay within 2x that of the same rows' statistics at 4096 tokens. Inputs
+    with FA3-style factors and float32 scores, or the defaults of quantize_qkv (on Hopper: float16 scores, v
+    prepared) against the float64 attention of its dequantized q, k, v."""
     seed = _seed()
 
     def sampled_error(seq, seed):
         q, k, v = _inputs((1, seq, seq, 1, 1), 128, seed)
-        (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q / 16, k / 16, v))
+        q, k = q / 16, k / 16
         out = _poisoned(1, seq, 1, 128)
-        fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+        if pipeline == "fp32_scores":
+            (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q, k, v))
+            fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+        else:
+            prepared = fp.quantize_qkv(q, k, v, rotate=False)
+            assert prepared["scores"] == "fp16" and isinstance(prepared["v"], fp.PreparedV)
+            fp.attention(**prepared, out=out)
+            qx, kx, vx = (_dequantized(prepared, name) for name in "qkv")
         torch.cuda.synchronize()
         assert torch.isfinite(out).all(), f"seed {seed}, {seq} tokens: unwritten or non-finite output elements"
         g = torch.Generator(device="cuda").manual_seed(seed)
@@ -559,6 +569,18 @@ def test_fp8_long_flat_attention():
 
     short, long = sampled_error(4096, seed), sampled_error(131072, seed + 3)
     assert long <= 2 * short, f"seed {seed}: relative L2 {long:.3e} at 131072 tokens, {short:.3e} at 4096"
+
+
+def _dequantized(prepared, name):
+    """float64 (batch, seq, heads, dim) of quantize_qkv's `name` from its codes and BlockScales."""
+    codes = prepared[name]
+    if isinstance(codes, fp.PreparedV):  # (batch, heads, dim, positions) back to (batch, seq, heads, dim)
+        keys = torch.from_numpy(prepared_v.key_position(np.arange(codes.seqlen))).cuda()
+        codes = codes.data[..., keys].permute(0, 3, 1, 2)
+    scales = prepared[f"{name}_descale"]
+    values = fp8.dequantize_blocks(codes.contiguous().view(torch.uint8).cpu().numpy(), scales.exponents.cpu().numpy(),
+                                   scales.block_tokens)
+    return torch.from_numpy(values).cuda()
 
 
 @pytest.mark.parametrize("pitch", [0, 1040], ids=["rows_of_positions", "pitch_1040"])

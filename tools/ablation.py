@@ -66,7 +66,7 @@ def variants():
                  (f"block scales {block} + rotation, quantizer timed", None,
                   functools.partial(peers.ours_fp8_quantized, block=block), dict(per_block=block))]
     rows += [("float16 scores (scores=\"fp16\", q codes within +-1.125)", None,
-              PEERS["flashprefill fp8, fp16 scores"][1], dict(scores="fp16", rotate=False)),
+              PEERS["flashprefill fp8, fp16 scores"][1], dict(per_block=None, scores="fp16", rotate=False)),
              ("block scales 384, float16 scores", None,
               functools.partial(peers.ours_fp8_blocks, block=384, scores="fp16"),
               dict(per_block=384, rotate=False, scores="fp16")),
@@ -107,7 +107,7 @@ def error(path, prepare, dist):
     use_library(path)
     try:
         if isinstance(prepare, dict):
-            out = fp.attention(**fp.quantize_qkv(q, k, v, **prepare), causal=True)
+            out = fp.attention(**fp.quantize_qkv(q, k, v, **{"scores": "fp32", **prepare}), causal=True)
         else:
             (q8, qd, _), (k8, kd, _), (v8, vd, _) = (accuracy.quantize(t) for t in (q, k, v))
             x = {"q8": q8, "k8": k8, "v8": v8, "qd": qd, "kd": kd, "vd": vd, "q": q, "k": k, "v": v}

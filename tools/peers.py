@@ -104,6 +104,15 @@ def ours_fp8_quantized(x, block=128, scores="fp32"):
     return run
 
 
+def ours_fp8_quantize_qkv(x):
+    """From the bf16 inputs each call: quantize_qkv with its defaults (rotation, 384-token blocks; on Hopper float16
+    scores and v prepared), then attention: the default pipeline, the quantizer's kernels and host time included."""
+    out = _out(x)
+    if not fp.supports(**fp.quantize_qkv(x["q"], x["k"], x["v"])):
+        raise PeerUnavailable("flashprefill has no fp8 kernel for quantize_qkv's defaults at this shape")
+    return lambda: fp.attention(**fp.quantize_qkv(x["q"], x["k"], x["v"]), causal=True, out=out)
+
+
 def _fa3():
     try:
         from fa3_fwd_interface import flash_attn_func
@@ -219,6 +228,7 @@ PEERS = {
     "flashprefill fp8 blocks": ("fp8", ours_fp8_blocks),
     "flashprefill fp8, fp16 P": ("fp8", ours_fp8_fp16_p),
     "flashprefill fp8 + quantizer": ("fp8", ours_fp8_quantized),
+    "flashprefill fp8 + quantize_qkv": ("fp8", ours_fp8_quantize_qkv),
     "FA3 fp8": ("fp8", fa3_fp8),
     "flashprefill fp8, fp16 scores": ("fp8", ours_fp8_f16_scores),
     "flashprefill fp8, fp16 scores, V prepared": ("fp8", lambda x: ours_fp8_f16_scores(x, prepared_v=True)),

@@ -8,6 +8,7 @@ torch.float8_e4m3fn. FP8 descales: see scales.py.
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import math
 
 from . import _arrays, _lib, fp8, prepare, prepared_v
@@ -310,36 +311,68 @@ def prepare_v(v, *, out=None, stream=None):
     return PreparedV(out, seqlen)
 
 
-def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0, scores="fp32",
-                 v_layout="default"):
+def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0, scores="auto",
+                 v_layout="auto", probabilities="default"):
     """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
     q_descale, k_descale, v_descale ready for attention(**prepared): q and k rotated by the same random-sign
     Hadamard (exact for q k^T; spreads outlier channels before rounding; `seed` picks the signs), k optionally
     smoothed (its mean over tokens subtracted, per (batch, head)), then quantized.
 
-    per_block=None: FlashAttention-3-style factors, one per (batch, kv head), computed with CuPy
-    (prepare.quantize_qkv). per_block=tokens: BlockScales from the library's GPU quantizer (quantize_fp8, the
-    rotation fused into it); inputs that are neither bfloat16 nor float32 are rounded to float32 first.
+    per_block=tokens (default 384): BlockScales, one power-of-two exponent per `tokens` tokens of a head, from the
+    library's GPU quantizer (quantize_fp8, the rotation fused into it); inputs that are neither bfloat16 nor float32
+    are rounded to float32 first. per_block=None: FlashAttention-3-style factors, one per (batch, kv head),
+    computed with CuPy (prepare.quantize_qkv; about 40 ms at 16k tokens, 32/8 heads: for comparisons, not speed).
     scores="fp16": q's codes within the bound of attention's float16 scores (±1.125 at dim 128, ±0.75 at 192: its
     factor amax / bound, or its blocks' exponents for that bound) and scores="fp16" in the dict, so that
-    attention(**prepared) takes them.
+    attention(**prepared) takes them. "fp32": q's codes up to 448, float32 scores.
     v_layout="prepared": v as a PreparedV (prepare_v), which the Hopper kernels load without transposing it.
+    scores="auto", v_layout="auto" (the defaults): the fastest the library serving q's device runs with these
+    scales: on Hopper (the CUDA build) float16 scores where per_block is a multiple of 384 tokens or None (the
+    kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with probabilities="fp16".
+    The choice is in the dict ("scores", and v's type). End to end from float inputs, float16 scores measure the
+    same error as float32 ones (README, Accuracy).
+    probabilities: the P of the attention these inputs are for, "default" or "fp16" (then also in the dict).
     """
-    if scores not in _SCORES:
-        raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
-    if v_layout not in ("default", "prepared"):
-        raise ValueError(f"v_layout must be 'default' or 'prepared', got {v_layout!r}")
+    if scores not in (*_SCORES, "auto"):
+        raise ValueError(f"scores must be one of {sorted(_SCORES) + ['auto']}, got {scores!r}")
+    if v_layout not in ("default", "prepared", "auto"):
+        raise ValueError(f"v_layout must be 'auto', 'default' or 'prepared', got {v_layout!r}")
+    if probabilities not in _PROBABILITIES:
+        raise ValueError(f"probabilities must be one of {sorted(_PROBABILITIES)}, got {probabilities!r}")
+    if probabilities == "fp16" and (scores == "fp16" or v_layout == "prepared"):
+        raise ValueError("probabilities='fp16' takes float32 scores and v in its default layout, got "
+                         f"scores={scores!r}, v_layout={v_layout!r}")
+    scores, v_layout = _resolve_auto(q, per_block, probabilities, scores, v_layout)
     out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores)
     if v_layout == "prepared":
         out["v"] = prepare_v(out["v"])
+    if probabilities == "fp16":
+        out["probabilities"] = probabilities
     return out
+
+
+# The block sizes of BlockScales that the float16-score kernels take: a multiple of their 192-key tiles and of
+# 128 query rows (kFp8BlockTokensMultiple<dim_qk, 128, 192> in cuda/fwd_launch.cu).
+_F16_SCORES_BLOCK_TOKENS_MULTIPLE = 384
+
+
+def _resolve_auto(q, per_block, probabilities, scores, v_layout):
+    """quantize_qkv's "auto" scores and v_layout as (scores, v_layout)."""
+    hopper = _arrays.backend_of(q, "q") == "cuda" and probabilities == "default"
+    if scores == "auto":
+        blocks_fit = per_block is None or (isinstance(per_block, int) and
+                                           per_block % _F16_SCORES_BLOCK_TOKENS_MULTIPLE == 0)
+        scores = "fp16" if hopper and blocks_fit else "fp32"
+    if v_layout == "auto":
+        v_layout = "prepared" if hopper else "default"
+    return scores, v_layout
 
 
 def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores):
     q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
     out = {"scores": scores} if scores == "fp16" else {}
     if per_block is not None:
-        signs = _like(prepare.rotation_signs(q.shape[-1], seed), q) if rotate else None
+        signs = _device_signs(q.shape[-1], seed, q) if rotate else None
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not _is_dtype(x, ("bfloat16", "float32")):
                 x = x.float() if _arrays.is_torch(x) else x.astype("float32")
@@ -364,13 +397,21 @@ def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores):
     return out
 
 
-def _like(host, like):
-    """A numpy array copied to the device and library of `like` (torch or CuPy)."""
-    if _arrays.is_torch(like):
+def _device_signs(dim, seed, like):
+    """prepare.rotation_signs(dim, seed) as float32 on the device and library of `like` (torch or CuPy), copied there
+    once per (dim, seed, library, device): a host-to-device copy in every call costs more host time than the
+    quantizer's launches."""
+    return _cached_signs(dim, seed, _arrays.is_torch(like), _arrays.device_of(like, "q"))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_signs(dim, seed, torch_array, device):
+    host = prepare.rotation_signs(dim, seed)
+    if torch_array:
         import torch
-        return torch.from_numpy(host).to(like.device)
+        return torch.from_numpy(host).to(f"cuda:{device}")
     import cupy
-    with cupy.cuda.Device(like.device.id):
+    with cupy.cuda.Device(device):
         return cupy.asarray(host)
 
 

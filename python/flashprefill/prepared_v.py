@@ -15,8 +15,8 @@ class PreparedV:
     """e4m3 codes of v in the prepared layout; pass it to attention as v.
 
     data: float8_e4m3fn device array (batch, heads_kv, dim_v, positions), positions >= seqlen rounded up to 16,
-    each row contiguous; seqlen: the keys (seqlen_k). Made by flashprefill.prepare_v (or quantize_qkv with
-    prepare_v=True); the descale stays v's own.
+    each row contiguous; seqlen: the keys (seqlen_k). Made by flashprefill.prepare_v (or quantize_qkv, whose
+    v_layout is "prepared" by default on Hopper); the descale stays v's own.
     """
     data: object
     seqlen: int
