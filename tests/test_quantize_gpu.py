@@ -37,13 +37,14 @@ def _host(x):
     return x.float().cpu().numpy().astype(np.float64)
 
 
-@pytest.mark.parametrize("block", [64, 128, 200])
+@pytest.mark.parametrize("block", [64, 128, 200, 520, 1100])
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
     """Every dim the quantizer takes (each split into parts of 8 or 16 lanes a row), bf16 and float32, with and
-    without rotation and smoothing, blocks whose rows end mid-set: exponents and codes as the model's."""
+    without rotation and smoothing, blocks whose rows end mid-set and blocks longer than the sequence: exponents and
+    codes as the model's."""
     shape = (2, 300, 3, dim)
     x = torch.from_numpy(_uneven(rng, shape)).to(getattr(torch, dtype)).cuda()
     signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if mode != "plain" else None
@@ -83,6 +84,22 @@ def test_special_blocks():
     xt = torch.from_numpy(x).cuda()
     codes, exponents = _run(xt, 8)
     model_codes, model_exponents = fp8.quantize_blocks(x, 8)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+
+
+@pytest.mark.parametrize("dim", [128, 192])
+def test_span_floor_blocks_rotated(rng, dim):
+    """Blocks 2^100 below their head's largest (its span floor raises their exponents), rotated, more than 32 blocks
+    a head: the blocks encoded again with the raised exponent, bit for bit as the model's."""
+    x = _uneven(rng, (2, 300, 3, dim)).astype(np.float32)
+    x[0, 16:24, 0] *= 2.0**-100
+    x[1, 200:208, 2] *= 2.0**-100
+    x[1, 296:, 1] *= 2.0**-100  # the last, partial block
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31)))
+    codes, exponents = _run(torch.from_numpy(x).cuda(), 8, torch.from_numpy(signs).cuda())
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(x.astype(np.float64), signs), 8)
+    assert model_exponents[0, 0, 2] == model_exponents[0, 0].max() - 64, "the span floor did not apply"
     np.testing.assert_array_equal(exponents, model_exponents)
     np.testing.assert_array_equal(codes, model_codes)
 

@@ -28,7 +28,7 @@ for name, (b, s, hq, hkv, dqk, dv) in {"hd128 16k": (1, 16384, 32, 8, 128, 128),
             kern = {}
             for e in prof.events():
                 if e.device_type == torch.autograd.DeviceType.CUDA:
-                    kern.setdefault(e.name[:60], []).append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+                    kern.setdefault(e.name.replace("(anonymous namespace)::", "").split("(")[0][-40:], []).append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(20):
@@ -39,5 +39,5 @@ for name, (b, s, hq, hkv, dqk, dv) in {"hd128 16k": (1, 16384, 32, 8, 128, 128),
             res[f"{name} {c} {lib}"] = {"gpu_us": total, "host_us": host,
                                         "kernels": {k: sum(v) / 5 for k, v in kern.items()}}
             print(f"{name:10s} {c:13s} {lib}: kernels {total:7.1f} us / call, host {host:7.1f} us / call; " +
-                  ", ".join(f"{k.split('(')[0][-30:]} {sum(v)/5:.1f}" for k, v in kern.items()), flush=True)
+                  ", ".join(f"{k} {sum(v)/5:.1f}" for k, v in kern.items()), flush=True)
 json.dump(res, open(sys.argv[1], "w"), indent=1)
