@@ -391,8 +391,15 @@ def device_of(obj, name):
     return _cai_device(obj, obj.__cuda_array_interface__, name)
 
 
-# torch dtypes read directly (the rest go through DLPack, which names or refuses them).
-_TORCH_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float32": "float32", "int8": "int8"}
+# torch dtypes read directly (the rest go through DLPack, which names or refuses them), keyed by the torch dtype
+# itself once torch is imported: str(dtype) costs a microsecond a tensor.
+_TORCH_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float32", "int8")
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_dtypes():
+    torch = sys.modules["torch"]
+    return {getattr(torch, name): name for name in _TORCH_DTYPE_NAMES if hasattr(torch, name)}
 
 
 def _from_torch(obj, stream):
@@ -400,12 +407,12 @@ def _from_torch(obj, stream):
     import cost tens of microseconds a tensor, a call's largest host cost. Only where no synchronisation is
     needed, i.e. `stream` is torch's current stream on the tensor's device (or None), which torch orders its own
     work on; and only where DLPack would accept the tensor (no autograd, a dtype of ITEMSIZE)."""
-    if not is_torch(obj) or obj.device.type != "cuda" or obj.requires_grad:
+    if not is_torch(obj) or not obj.is_cuda or obj.requires_grad:
         return None
-    dtype = _TORCH_DTYPES.get(str(obj.dtype).removeprefix("torch."))
+    dtype = _torch_dtypes().get(obj.dtype)
     if dtype is None:
         return None
-    device = obj.device.index
+    device = obj.get_device()
     if stream is not None and not _same_stream(stream, torch_current_stream(device)):
         return None
     return Tensor(obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dtype, device, obj)
@@ -481,10 +488,11 @@ def empty(shape, dtype, like, stream):
     allocated in the order of `stream` so that freeing it later cannot race the work enqueued there."""
     if is_torch(like):
         torch = sys.modules["torch"]
-        scope = (contextlib.nullcontext() if _same_stream(torch.cuda.current_stream().cuda_stream, stream)
+        device = torch.cuda.current_device()
+        scope = (contextlib.nullcontext() if _same_stream(torch_current_stream(device), stream)
                  else torch.cuda.stream(torch.cuda.ExternalStream(stream)))
         with scope:
-            return torch.empty(shape, dtype=getattr(torch, dtype), device=torch.cuda.current_device())
+            return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
     import cupy
     scope = (contextlib.nullcontext() if _same_stream(cupy.cuda.get_current_stream().ptr, stream)
              else cupy.cuda.Stream.from_external(_StreamHandle(stream)))
