@@ -20,9 +20,13 @@
 namespace fp {
 namespace {
 
-constexpr int kWarps = 8;                 // rows in flight per block of tokens
+constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kMinCtasPerSm = 3;          // 24 warps of rows in flight an SM: registers capped at 85 a thread
+// Rows in flight: kSetsInFlight sets of kRowsPerWarp rows a warp, kMinCtasPerSm CTAs an SM (registers capped at 64 a
+// thread). More rows a warp with fewer CTAs measured slower (2 sets and 3 CTAs: +11% kernel time at 16k, 4 and 2:
+// +32%, 8 and 1: +90%; bench/NOTES.md).
+constexpr int kSetsInFlight = 1;
+constexpr int kMinCtasPerSm = 4;
 constexpr int kExponentSpan = 64;         // flashprefill.fp8.EXPONENT_SPAN
 constexpr int kMinExponent = -127, kMaxExponent = 127;
 constexpr int kZeroBlock = -128;          // below every real exponent
@@ -221,9 +225,9 @@ __device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
     return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
 }
 
-// The rows of this CTA's block, kRowsPerWarp per warp at a time and two such sets in flight (both loaded before
-// either is transformed): f(token, valid, y) for each row of this lane, y this lane's transformed slots, valid false
-// for rows past the block's end (their y are not rows of x).
+// The rows of this CTA's block, kSetsInFlight sets of kRowsPerWarp rows a warp at a time (all loaded before any is
+// transformed): f(token, valid, y) for each row of this lane, y this lane's transformed slots, valid false for rows
+// past the block's end (their y are not rows of x).
 template <int kDim, class F>
 __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 {
@@ -234,19 +238,24 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
     const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, row_lane);
     const int end = end_token(a);
     // `base` is the same for the whole warp, so every lane runs the shuffles of each set it takes.
-    for (int base = first_token(a) + warp * L::kRowsPerWarp; base < end; base += 2 * kRowsPerSet) {
-        const int token0 = base + row_of_warp, token1 = token0 + kRowsPerSet;
-        const bool valid0 = token0 < end, valid1 = token1 < end, second_set = base + kRowsPerSet < end;
-        float y0[L::kSlots] = {}, y1[L::kSlots] = {};
-        if (valid0)
-            RowTransform<kDim>::load(a, blockIdx.z, token0, blockIdx.y, row_lane, y0);
-        if (valid1)
-            RowTransform<kDim>::load(a, blockIdx.z, token1, blockIdx.y, row_lane, y1);
-        transform.apply(row_lane, y0);
-        f(token0, valid0, y0);
-        if (second_set) {
-            transform.apply(row_lane, y1);
-            f(token1, valid1, y1);
+    for (int base = first_token(a) + warp * L::kRowsPerWarp; base < end; base += kSetsInFlight * kRowsPerSet) {
+        float y[kSetsInFlight][L::kSlots];
+#pragma unroll
+        for (int set = 0; set < kSetsInFlight; ++set) {
+#pragma unroll
+            for (int j = 0; j < L::kSlots; ++j)
+                y[set][j] = 0.0f;
+            const int token = base + set * kRowsPerSet + row_of_warp;
+            if (token < end)
+                RowTransform<kDim>::load(a, blockIdx.z, token, blockIdx.y, row_lane, y[set]);
+        }
+#pragma unroll
+        for (int set = 0; set < kSetsInFlight; ++set) {
+            if (base + set * kRowsPerSet >= end)
+                break;
+            const int token = base + set * kRowsPerSet + row_of_warp;
+            transform.apply(row_lane, y[set]);
+            f(token, token < end, y[set]);
         }
     }
 }
