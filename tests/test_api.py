@@ -91,6 +91,34 @@ def test_quantize_qkv_arguments():
             fp.quantize_qkv(q, k, v, probabilities="fp16", **bad)
 
 
+class _DlpackOn:
+    """A stand-in array on a DLPack device type (2: CUDA, 10: ROCm), enough for the backend lookup."""
+
+    def __init__(self, device_type):
+        self.device_type = device_type
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("never exported")
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
+@pytest.mark.parametrize("device_type, per_block, probabilities, expected", [
+    (2, 384, "default", ("fp16", "prepared")), (2, None, "default", ("fp16", "prepared")),
+    (2, 768, "default", ("fp16", "prepared")), (2, 128, "default", ("fp32", "prepared")),
+    (2, 200, "default", ("fp32", "prepared")), (2, 384, "fp16", ("fp32", "default")),
+    (10, 384, "default", ("fp32", "default")), (10, None, "default", ("fp32", "default"))])
+def test_quantize_qkv_auto_resolution(device_type, per_block, probabilities, expected):
+    """quantize_qkv's "auto": on Hopper (a CUDA array) float16 scores where the 192-key kernels take the scales
+    (per-head factors, blocks of a multiple of 384 tokens) and v prepared, neither with float16 probabilities; on
+    gfx950 (a ROCm array) neither. Explicit choices pass through."""
+    from flashprefill import api
+    q = _DlpackOn(device_type)
+    assert api._resolve_auto(q, per_block, probabilities, "auto", "auto") == expected
+    assert api._resolve_auto(q, per_block, probabilities, "fp32", "default") == ("fp32", "default")
+
+
 @pytest.mark.parametrize("q, k, v, error", [
     ((2, 200, 8), (2, 256, 2, 128), (2, 256, 2, 128), "q must be 4-d"),
     ((2, 200, 8, 128), (2, 255, 2, 128), (2, 256, 2, 128), "shapes do not match"),
