@@ -467,6 +467,14 @@ __device__ __forceinline__ uint32_t cvt_rn_relu_f16x2_f32(float lo, float hi)
     return r;
 }
 
+// max.NaN.f32 (9.7.3.11): the larger of a and b, NaN if either is NaN (plain max returns the other operand).
+__device__ __forceinline__ float max_nan_f32(float a, float b)
+{
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
 // max.f16x2 (9.7.4.8): the larger of each half (ptxas merges chains of them into three-input VHMNMX).
 __device__ __forceinline__ uint32_t max_f16x2(uint32_t a, uint32_t b)
 {

@@ -6,7 +6,6 @@
 // The transform runs in float32 with the butterflies of the numpy model (flashprefill.prepare.transform) in the
 // same order, so codes and exponents are bit-identical to flashprefill.fp8.quantize_blocks of its result.
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -16,25 +15,27 @@
 
 #include "backend.h"
 #include "device.h"
+#include "ptx.cuh"
 
 namespace fp {
 namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-// Rows in flight: kSetsInFlight sets of kRowsPerWarp rows a warp, kMinCtasPerSm CTAs an SM (registers capped at 64 a
-// thread). More rows a warp with fewer CTAs measured slower (2 sets and 3 CTAs: +11% kernel time at 16k, 4 and 2:
-// +32%, 8 and 1: +90%; bench/NOTES.md).
-constexpr int kSetsInFlight = 1;
+// kMinCtasPerSm CTAs an SM (registers capped at 64 a thread), each lane transforming one row at a time while the
+// next one loads: more rows a warp in registers with fewer CTAs measured slower (2 sets and 3 CTAs +11% kernel
+// time at 16k, 4 and 2 +32%, 8 and 1 +90%), and so did rows staged through shared memory by cp.async, 6 sets a
+// warp ahead (+11% at 16k; bench/NOTES.md). A row of more than kLoadAheadMaxWords words a lane (float32 at dims
+// 128 and 256) loads when its turn comes: its next row would not fit the registers.
 constexpr int kMinCtasPerSm = 4;
+constexpr int kLoadAheadMaxWords = 8;
 constexpr int kExponentSpan = 64;         // flashprefill.fp8.EXPONENT_SPAN
 constexpr int kMinExponent = -127, kMaxExponent = 127;
 constexpr int kZeroBlock = -128;          // below every real exponent
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 struct QuantizeArgs {
-    const void *x;
-    bool x_fp32;
+    const void *x;  // bf16 or float32 (the kernels' T)
     int64_t x_stride_batch, x_stride_seq, x_stride_head;
     uint8_t *codes;
     int64_t codes_stride_batch, codes_stride_seq, codes_stride_head;
@@ -86,30 +87,6 @@ struct RowLayout {
     }
 };
 
-// c consecutive values from p as floats (bf16 widened exactly), with 16-byte vector loads where c allows.
-template <int kCount, class T>
-__device__ __forceinline__ void load_chunk(const T *p, float *out)
-{
-    constexpr int kBytes = kCount * static_cast<int>(sizeof(T));
-    static_assert(kBytes % 2 == 0 && kBytes <= 64, "chunk size");
-    if constexpr (kBytes > 16) {
-        load_chunk<kCount / 2>(p, out);
-        load_chunk<kCount / 2>(p + kCount / 2, out + kCount / 2);
-    } else {
-        using Vec = typename std::conditional<kBytes == 16, uint4, typename std::conditional<kBytes == 8, uint2,
-                    typename std::conditional<kBytes == 4, uint32_t, uint16_t>::type>::type>::type;
-        const Vec raw = *reinterpret_cast<const Vec *>(p);
-        const T *values = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-        for (int i = 0; i < kCount; ++i) {
-            if constexpr (std::is_same<T, float>::value)
-                out[i] = values[i];
-            else
-                out[i] = __bfloat162float(values[i]);
-        }
-    }
-}
-
 // c e4m3 codes to p, with one store.
 template <int kCount>
 __device__ __forceinline__ void store_codes(uint8_t *p, const uint8_t *codes)
@@ -139,55 +116,39 @@ __device__ __forceinline__ void store_parts(uint8_t *row, int row_lane, const ui
 template <int kDim>
 struct RowTransform {
     using L = RowLayout<kDim>;
-    float sign[L::kSlots], shift[L::kSlots];
+    // The signs live in registers, as sign bits: RawRow::widen flips them with the load's own integer op (times
+    // -1 is exact, so diag(signs) (x - mean) = diag(signs) x - diag(signs) mean bit for bit). The (rare) subtracted
+    // mean is read from global memory (L1) row by row, which keeps the kernels within their 64 registers with the
+    // next row's loads in flight.
+    uint32_t sign_bit[L::kSlots];  // 0 or 0x80000000
+    const float *shift;            // this (batch, head)'s mean, or null
     bool rotate;
 
     __device__ __forceinline__ RowTransform(const QuantizeArgs &a, int batch, int head, int row_lane)
-        : rotate(a.signs != nullptr)
-    {
-        const int64_t mean = (static_cast<int64_t>(batch) * a.heads + head) * kDim;
-#pragma unroll
-        for (int j = 0; j < L::kSlots; ++j) {
-            sign[j] = rotate ? a.signs[L::element(j, row_lane)] : 1.0f;
-            shift[j] = a.subtract != nullptr ? a.subtract[mean + L::element(j, row_lane)] : 0.0f;
-        }
-    }
-
-    // This lane's slots of row `token`, as floats.
-    __device__ __forceinline__ static void load(const QuantizeArgs &a, int batch, int token, int head, int row_lane,
-                                                float (&y)[L::kSlots])
-    {
-        const int64_t row = batch * a.x_stride_batch + token * a.x_stride_seq + head * a.x_stride_head;
-        load_parts<0>(a, row, row_lane, y);
-    }
-
-    template <int kFirstSlot>
-    __device__ __forceinline__ static void load_parts(const QuantizeArgs &a, int64_t row, int row_lane,
-                                                      float (&y)[L::kSlots])
-    {
-        if constexpr (kFirstSlot < L::kSlots) {
-            constexpr int kPerLane = L::part_size(kFirstSlot) / L::kLanes;
-            const int64_t first = row + L::element(kFirstSlot, row_lane);
-            if (a.x_fp32)
-                load_chunk<kPerLane>(static_cast<const float *>(a.x) + first, y + kFirstSlot);
-            else
-                load_chunk<kPerLane>(static_cast<const __nv_bfloat16 *>(a.x) + first, y + kFirstSlot);
-            load_parts<kFirstSlot + kPerLane>(a, row, row_lane, y);
-        }
-    }
-
-    // Every lane of the warp takes part (the butterflies across lanes shuffle within each row's kLanes lanes).
-    __device__ __forceinline__ void apply(int row_lane, float (&y)[L::kSlots]) const
+        : shift(a.subtract != nullptr ? a.subtract + (static_cast<int64_t>(batch) * a.heads + head) * kDim : nullptr),
+          rotate(a.signs != nullptr)
     {
 #pragma unroll
         for (int j = 0; j < L::kSlots; ++j)
-            y[j] = (y[j] - shift[j]) * sign[j];
+            sign_bit[j] = rotate ? __float_as_uint(a.signs[L::element(j, row_lane)]) & 0x80000000u : 0u;
+    }
+
+    // y: this lane's slots of a row, signs already applied (RawRow::widen). Every lane of the warp takes part (the
+    // butterflies across lanes shuffle within each row's kLanes lanes).
+    __device__ __forceinline__ void apply(int row_lane, float (&y)[L::kSlots]) const
+    {
+        // (y - 0) is y exactly (-0 - +0 is -0 in round to nearest), so rows without a mean skip the subtraction.
+        if (shift != nullptr) {
+#pragma unroll
+            for (int j = 0; j < L::kSlots; ++j)
+                y[j] -= __uint_as_float(__float_as_uint(__ldg(shift + L::element(j, row_lane))) ^ sign_bit[j]);
+        }
         if (!rotate)
             return;
         // Per part of n elements: butterflies (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, ...,
         // n / 2 (Sylvester order), within a lane while h < n / kLanes, then across lanes, where the lane holding
-        // x_{i+h} computes other - y as fma(y, -1, other) (exact: one rounding of the same difference); then times
-        // 1 / sqrt(n) rounded to float.
+        // x_{i+h} computes other - y as fma(y, -1, other) (exact: one rounding of the same difference). The
+        // transform's last step, times 1 / sqrt(n) (part_norm), is the caller's.
 #pragma unroll
         for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / L::kLanes) {
             const int per_lane = L::part_size(j0) / L::kLanes;
@@ -207,11 +168,13 @@ struct RowTransform {
                 for (int j = 0; j < per_lane; ++j)
                     y[j0 + j] = fmaf(y[j0 + j], own_sign, __shfl_xor_sync(kFullWarp, y[j0 + j], d));
             }
-            const float norm = static_cast<float>(1.0 / sqrt(static_cast<double>(L::part_size(j0))));
-#pragma unroll
-            for (int j = 0; j < per_lane; ++j)
-                y[j0 + j] = __fmul_rn(y[j0 + j], norm);
         }
+    }
+
+    // The multiplier of the part holding slot j: 1 / sqrt(n) rounded to float, 1 without rotation.
+    __device__ __forceinline__ float part_norm(int j) const
+    {
+        return rotate ? static_cast<float>(1.0 / sqrt(static_cast<double>(L::part_size(j)))) : 1.0f;
     }
 };
 
@@ -225,74 +188,127 @@ __device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
     return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
 }
 
-// The rows of this CTA's block, kSetsInFlight sets of kRowsPerWarp rows a warp at a time (all loaded before any is
-// transformed): f(token, valid, y) for each row of this lane, y this lane's transformed slots, valid false for rows
-// past the block's end (their y are not rows of x).
-template <int kDim, class F>
+// This lane's slots of one token row as they are in memory (bf16 pairs or floats), by the widest vector load
+// each part allows (every part of a lane is 4 << k bytes).
+template <int kDim, class T>
+struct RawRow {
+    using L = RowLayout<kDim>;
+    static constexpr int kWords = L::kSlots * static_cast<int>(sizeof(T)) / 4;
+    uint32_t words[kWords];
+
+    template <int kFirstSlot = 0>
+    __device__ __forceinline__ void load(const T *row, int row_lane)
+    {
+        if constexpr (kFirstSlot < L::kSlots) {
+            constexpr int kPartBytes = L::part_size(kFirstSlot) / L::kLanes * static_cast<int>(sizeof(T));
+            constexpr int kVectorBytes = kPartBytes < 16 ? kPartBytes : 16;
+            constexpr int kFirstWord = kFirstSlot * static_cast<int>(sizeof(T)) / 4;
+            const char *part = reinterpret_cast<const char *>(row + L::element(kFirstSlot, row_lane));
+#pragma unroll
+            for (int byte = 0; byte < kPartBytes; byte += kVectorBytes) {
+                uint32_t *w = words + kFirstWord + byte / 4;
+                if constexpr (kVectorBytes == 16) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(part + byte);
+                    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+                } else if constexpr (kVectorBytes == 8) {
+                    const uint2 v = *reinterpret_cast<const uint2 *>(part + byte);
+                    w[0] = v.x, w[1] = v.y;
+                } else {
+                    w[0] = *reinterpret_cast<const uint32_t *>(part + byte);
+                }
+            }
+            load<kFirstSlot + kPartBytes / static_cast<int>(sizeof(T))>(row, row_lane);
+        }
+    }
+
+    // As floats (bf16 widened exactly), each sign flipped where its sign_bit is set: one integer op a value
+    // (w * 2^16 + bit is (w << 16) ^ bit for bit = 0 or 2^31, as one IMAD).
+    __device__ __forceinline__ void widen(const uint32_t (&sign_bit)[L::kSlots], float (&y)[L::kSlots]) const
+    {
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) {
+            if constexpr (std::is_same<T, float>::value) {
+                y[i] = __uint_as_float(words[i] ^ sign_bit[i]);
+            } else {
+                y[2 * i] = __uint_as_float(words[i] * 0x10000u + sign_bit[2 * i]);
+                y[2 * i + 1] = __uint_as_float((words[i] & 0xffff0000u) ^ sign_bit[2 * i + 1]);
+            }
+        }
+    }
+};
+
+// The rows of this CTA's block, kRowsPerWarp a warp at a time: f(transform, token, valid, y) for each row of this
+// lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the block's end
+// (their y are not rows of x). The sets a warp takes, and so its shuffles, are warp-uniform. Where a
+// lane's row is at most 32 bytes, the next set's loads are issued before this one is transformed (kLoadAhead).
+template <int kDim, class T, class F>
 __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 {
     using L = RowLayout<kDim>;
+    using Raw = RawRow<kDim, T>;
     constexpr int kRowsPerSet = kWarps * L::kRowsPerWarp;
+    constexpr bool kLoadAhead = Raw::kWords <= kLoadAheadMaxWords;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int row_lane = lane % L::kLanes, row_of_warp = lane / L::kLanes;
     const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, row_lane);
-    const int end = end_token(a);
-    // `base` is the same for the whole warp, so every lane runs the shuffles of each set it takes.
-    for (int base = first_token(a) + warp * L::kRowsPerWarp; base < end; base += kSetsInFlight * kRowsPerSet) {
-        float y[kSetsInFlight][L::kSlots];
-#pragma unroll
-        for (int set = 0; set < kSetsInFlight; ++set) {
-#pragma unroll
-            for (int j = 0; j < L::kSlots; ++j)
-                y[set][j] = 0.0f;
-            const int token = base + set * kRowsPerSet + row_of_warp;
-            if (token < end)
-                RowTransform<kDim>::load(a, blockIdx.z, token, blockIdx.y, row_lane, y[set]);
+    const int end = end_token(a), warp_first = first_token(a) + warp * L::kRowsPerWarp;
+    const int sets = warp_first < end ? (end - warp_first + kRowsPerSet - 1) / kRowsPerSet : 0;
+    const int first = warp_first + row_of_warp;
+    const T *x = static_cast<const T *>(a.x) + blockIdx.z * a.x_stride_batch + blockIdx.y * a.x_stride_head;
+    Raw next{};
+    if (kLoadAhead && first < end)
+        next.load(x + first * a.x_stride_seq, row_lane);
+    for (int set = 0; set < sets; ++set) {
+        const int token = first + set * kRowsPerSet;
+        Raw raw{};
+        if constexpr (kLoadAhead) {
+            raw = next;
+            if (token + kRowsPerSet < end)
+                next.load(x + (token + kRowsPerSet) * a.x_stride_seq, row_lane);
+        } else if (token < end) {
+            raw.load(x + token * a.x_stride_seq, row_lane);
         }
-#pragma unroll
-        for (int set = 0; set < kSetsInFlight; ++set) {
-            if (base + set * kRowsPerSet >= end)
-                break;
-            const int token = base + set * kRowsPerSet + row_of_warp;
-            transform.apply(row_lane, y[set]);
-            f(token, token < end, y[set]);
-        }
+        float y[L::kSlots];
+        raw.widen(transform.sign_bit, y);
+        transform.apply(row_lane, y);
+        f(transform, token, token < end, y);
     }
 }
 
 // Grid (blocks, heads, batch): the smallest e with max |y| <= code_max * 2^e, clamped to [-127, 127]; 0 where the
 // block holds inf or NaN; kZeroBlock where it is all zeros.
-template <int kDim>
+template <int kDim, class T>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) block_exponents(const __grid_constant__ QuantizeArgs a)
 {
+    using L = RowLayout<kDim>;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    // max |y| over the block, NaN or inf if the block holds either. Rounding is monotonic, so the largest
+    // normalized element is the largest one before normalization, normalized: one multiply a part, not an element.
     float amax = 0.0f;
-    bool nonfinite = false;
-    for_each_row<kDim>(a, [&](int, bool valid, const float (&y)[RowLayout<kDim>::kSlots]) {
+    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int, bool valid, const float (&y)[L::kSlots]) {
         if (!valid)
             return;
+        float part_amax = 0.0f;
 #pragma unroll
-        for (int j = 0; j < RowLayout<kDim>::kSlots; ++j) {
-            nonfinite |= !isfinite(y[j]);
-            amax = isfinite(y[j]) ? fmaxf(amax, fabsf(y[j])) : amax;
+        for (int j = 0; j < L::kSlots; ++j) {
+            part_amax = ptx::max_nan_f32(part_amax, fabsf(y[j]));
+            if (j + 1 == L::kSlots || L::part_first_slot(j + 1) != L::part_first_slot(j)) {
+                amax = ptx::max_nan_f32(amax, __fmul_rn(part_amax, transform.part_norm(j)));
+                part_amax = 0.0f;
+            }
         }
     });
     for (int d = 16; d > 0; d /= 2)
-        amax = fmaxf(amax, __shfl_xor_sync(kFullWarp, amax, d));
-    nonfinite = __any_sync(kFullWarp, nonfinite);
+        amax = ptx::max_nan_f32(amax, __shfl_xor_sync(kFullWarp, amax, d));
     __shared__ float warp_amax[kWarps];
-    __shared__ bool warp_nonfinite[kWarps];
-    if (lane == 0) {
+    if (lane == 0)
         warp_amax[warp] = amax;
-        warp_nonfinite[warp] = nonfinite;
-    }
     __syncthreads();
     if (threadIdx.x != 0)
         return;
-    for (int w = 1; w < kWarps; ++w) {
-        amax = fmaxf(amax, warp_amax[w]);
-        nonfinite |= warp_nonfinite[w];
-    }
+    for (int w = 1; w < kWarps; ++w)
+        amax = ptx::max_nan_f32(amax, warp_amax[w]);
+    const bool nonfinite = !isfinite(amax);
     int exponent = kZeroBlock;
     if (nonfinite) {
         exponent = 0;
@@ -327,34 +343,48 @@ __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_consta
 
 // Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
 // it rounds once), round to nearest even, saturating at 448.
-template <int kDim>
+template <int kDim, class T>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
     const int row_lane = threadIdx.x % L::kLanes;
     const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
-    for_each_row<kDim>(a, [&](int token, bool valid, const float (&y)[L::kSlots]) {
+    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int token, bool valid,
+                                 const float (&y)[L::kSlots]) {
         if (!valid)
             return;
+        static_assert(L::kSlots % 2 == 0, "codes convert in pairs");
         uint8_t codes[L::kSlots];
 #pragma unroll
-        for (int j = 0; j < L::kSlots; ++j)
-            codes[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(y[j], scale), __NV_SATFINITE, __NV_E4M3));
+        for (int j = 0; j < L::kSlots; j += 2) {
+            // the transform's last step (times the part's 1 / sqrt(n)), then the block's scale
+            const uint16_t pair = ptx::cvt_rn_satfinite_e4m3x2_f32(
+                __fmul_rn(__fmul_rn(y[j], transform.part_norm(j)), scale),
+                __fmul_rn(__fmul_rn(y[j + 1], transform.part_norm(j + 1)), scale));
+            codes[j] = static_cast<uint8_t>(pair);
+            codes[j + 1] = static_cast<uint8_t>(pair >> 8);
+        }
         uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
                        blockIdx.y * a.codes_stride_head;
         store_parts<kDim, 0>(row, row_lane, codes);
     });
 }
 
-template <int kDim>
-cudaError_t launch(const QuantizeArgs &a, int batch, cudaStream_t stream)
+template <int kDim, class T>
+cudaError_t launch_typed(const QuantizeArgs &a, int batch, cudaStream_t stream)
 {
     const dim3 grid(a.blocks, a.heads, batch);
-    block_exponents<kDim><<<grid, kThreads, 0, stream>>>(a);
+    block_exponents<kDim, T><<<grid, kThreads, 0, stream>>>(a);
     const int rows = batch * a.heads;
     finish_exponents<<<(rows + kWarps - 1) / kWarps, kThreads, 0, stream>>>(a, rows);
-    encode_blocks<kDim><<<grid, kThreads, 0, stream>>>(a);
+    encode_blocks<kDim, T><<<grid, kThreads, 0, stream>>>(a);
     return cudaGetLastError();
+}
+
+template <int kDim>
+cudaError_t launch(const QuantizeArgs &a, bool x_fp32, int batch, cudaStream_t stream)
+{
+    return x_fp32 ? launch_typed<kDim, float>(a, batch, stream) : launch_typed<kDim, __nv_bfloat16>(a, batch, stream);
 }
 
 }  // namespace
@@ -371,7 +401,7 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
                        "of %d", p->heads, p->batch, kMaxGridYz);
     fp::QuantizeArgs a{};
     a.x = p->x;
-    a.x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;
+    const bool x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;
     a.x_stride_batch = p->x_stride_batch, a.x_stride_seq = p->x_stride_seq, a.x_stride_head = p->x_stride_head;
     a.codes = static_cast<uint8_t *>(p->codes);
     a.codes_stride_batch = p->codes_stride_batch, a.codes_stride_seq = p->codes_stride_seq;
@@ -384,14 +414,14 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     const cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t err;
     switch (p->dim) {
-    case 32: err = fp::launch<32>(a, p->batch, st); break;
-    case 64: err = fp::launch<64>(a, p->batch, st); break;
-    case 96: err = fp::launch<96>(a, p->batch, st); break;
-    case 128: err = fp::launch<128>(a, p->batch, st); break;
-    case 160: err = fp::launch<160>(a, p->batch, st); break;
-    case 192: err = fp::launch<192>(a, p->batch, st); break;
-    case 224: err = fp::launch<224>(a, p->batch, st); break;
-    case 256: err = fp::launch<256>(a, p->batch, st); break;
+    case 32: err = fp::launch<32>(a, x_fp32, p->batch, st); break;
+    case 64: err = fp::launch<64>(a, x_fp32, p->batch, st); break;
+    case 96: err = fp::launch<96>(a, x_fp32, p->batch, st); break;
+    case 128: err = fp::launch<128>(a, x_fp32, p->batch, st); break;
+    case 160: err = fp::launch<160>(a, x_fp32, p->batch, st); break;
+    case 192: err = fp::launch<192>(a, x_fp32, p->batch, st); break;
+    case 224: err = fp::launch<224>(a, x_fp32, p->batch, st); break;
+    case 256: err = fp::launch<256>(a, x_fp32, p->batch, st); break;
     default:  // fp_validate_quantize refused every other dim
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", p->dim);
     }

@@ -88,6 +88,25 @@ def test_special_blocks():
     np.testing.assert_array_equal(codes, model_codes)
 
 
+@pytest.mark.parametrize("rotate", [False, True])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_negative_nan(rng, dtype, rotate):
+    """NaN with its sign bit set (the signs are applied as sign-bit flips, which keep a NaN's bits): code 0x7f
+    like every NaN, the block's exponent 0, the other blocks as the model's."""
+    x = torch.from_numpy(rng.standard_normal((1, 64, 2, 128)).astype(np.float32)).to(getattr(torch, dtype))
+    bits, shift = (x.view(torch.int16), 16) if dtype == "bfloat16" else (x.view(torch.int32), 0)
+    for (token, head, channel), pattern in (((3, 0, 7), 0xFFC00000), ((40, 1, 0), 0xFF810000)):  # quiet, signalling
+        bits[0, token, head, channel] = int(np.array(pattern >> shift, np.uint32).astype(bits.numpy().dtype))
+    assert torch.isnan(x).sum() == 2 and bits[0, 3, 0, 7] < 0 and bits[0, 40, 1, 0] < 0
+    x = x.cuda()
+    signs = prepare.rotation_signs(128, int(rng.integers(1 << 31))) if rotate else None
+    codes, exponents = _run(x, 16, None if signs is None else torch.from_numpy(signs).cuda())
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(_host(x), signs), 16)
+    assert model_exponents[0, 0, 0] == 0 and model_exponents[0, 1, 2] == 0, "a NaN block's exponent is 0"
+    np.testing.assert_array_equal(exponents, model_exponents)
+    np.testing.assert_array_equal(codes, model_codes)
+
+
 @pytest.mark.parametrize("dim", [128, 192])
 def test_span_floor_blocks_rotated(rng, dim):
     """Blocks 2^100 below their head's largest (its span floor raises their exponents), rotated, more than 32 blocks
