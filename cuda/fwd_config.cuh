@@ -144,8 +144,9 @@ struct FwdConfig {
     // second wgmma (m64n8) per K step multiplies P by the ones.
     static constexpr bool kSumsInPv = kPCodes && kBlockN == 192;
     // FLASHPREFILL_SCORES_FP16: S accumulated in float16 (wgmma .f16: 48 registers at 192 keys), its row max by
-    // packed three-input maxima and the codes by fma.relu.f16x2 (fwd_kernel.cuh), for each warpgroup's item whose 64
-    // rows of q codes all lie within kF16ScoresQCodeMax (then no partial sum of S can overflow); float32 otherwise.
+    // packed three-input maxima and the codes by fma.relu.f16x2 (fwd_kernel.cuh); each warpgroup's item first brings
+    // its 64 rows of q codes within kF16ScoresQCodeMax (then no partial sum of S can overflow), by a power of two
+    // where they pass it (rounded to e4m3 again), which the score scale takes back.
     static constexpr bool kF16Scores = kScores == FLASHPREFILL_SCORES_FP16;
     static constexpr uint32_t kF16ScoresQCodeMax = f16_scores_q_code_max(kDimQk);
     static_assert(!kF16Scores || kSumsInPv, "float16 scores exist in the e4m3-code kernels with 192-key tiles");

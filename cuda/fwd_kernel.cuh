@@ -16,8 +16,8 @@
 //                                            V^T, so O's accumulator gets P's row sums in 8 more columns)
 //       [your turn]
 //       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
-//           fp8 as e4m3 codes computed exp-free (expfree.cuh), from float16 scores where the call allows them
-//           and the warpgroup's q codes are small enough (f16_scores.cuh)
+//           fp8 as e4m3 codes computed exp-free (expfree.cuh), from float16 scores where the call asks for
+//           them (f16_scores.cuh; q's codes scaled into their bound per item and warpgroup where they pass it)
 //       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
 //           the softmax)
 //       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
@@ -664,39 +664,88 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             o[e] *= factor[acc_half(e)];
     };
 
-    // Float16 scores (Config::kF16Scores): whether every q code of this warpgroup's 64 rows lies within
-    // kF16ScoresQCodeMax, so that no partial sum of S can pass float16's range; the warpgroup agrees by bar.red.or.
-    // Byte-wise: bit 7 of (code & 0x7f) + (0x7f - max) is set where the magnitude exceeds max (no carries).
-    auto q_codes_fit_f16 = [&]() {
-        constexpr uint32_t kAdd = (0x7fu - Config::kF16ScoresQCodeMax) * 0x01010101u;
-        constexpr uint32_t kWarpgroupBytes = Config::kRowsPerWarpgroup * Config::kSwizzleQk;  // per chunk
-        static_assert(kWarpgroupBytes % (16 * 128) == 0, "16 bytes per thread and load");
-        uint32_t over = 0;
+    // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
+    // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale
+    // taking 2^shift back (exact: a power of two). shift: the least with every code's magnitude m (e4m3 codes
+    // order as their magnitudes, 8 codes a binade) at most the bound, m - 8 shift <= max; 0 where they all fit.
+    // The warpgroup agrees on the largest of its threads' by bar.red.or, bit by bit.
+    const uint32_t vote = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Vote
+                                                                    : NamedBarrier::kConsumer1Vote);
+    constexpr uint32_t kWarpgroupQBytes = Config::kRowsPerWarpgroup * Config::kSwizzleQk;  // per chunk
+    static_assert(kWarpgroupQBytes % (16 * 128) == 0, "16 bytes per thread and load");
+    // f(address): each 16 bytes of this warpgroup's rows of Q in shared memory, 16 a thread at a time.
+    auto for_each_q_piece = [&](auto f) {
 #pragma unroll
         for (int c = 0; c < Config::kQkChunks; ++c) {
             const uint32_t rows = ptx::smem_addr(ss.q) + c * Config::kBlockM * Config::kSwizzleQk +
-                                  consumer_index * kWarpgroupBytes;
+                                  consumer_index * kWarpgroupQBytes;
 #pragma unroll
-            for (uint32_t offset = 16 * thread; offset < kWarpgroupBytes; offset += 16 * 128) {
-                uint32_t word[4];
-                ptx::ld_shared_v4(rows + offset, word);
+            for (uint32_t offset = 16 * thread; offset < kWarpgroupQBytes; offset += 16 * 128)
+                f(rows + offset);
+        }
+    };
+    auto q_f16_shift = [&]() {
+        uint32_t largest = 0;  // per byte
+        for_each_q_piece([&](uint32_t address) {
+            uint32_t word[4];
+            ptx::ld_shared_v4(address, word);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                largest = __vmaxu4(largest, word[i] & 0x7f7f7f7fu);
+        });
+        largest = max(max(largest & 0xff, (largest >> 8) & 0xff), max((largest >> 16) & 0xff, largest >> 24));
+        constexpr uint32_t kMax = Config::kF16ScoresQCodeMax;
+        const int own = largest > kMax ? static_cast<int>((largest - kMax + 7) / 8) : 0;
+        static_assert((0x7f - kMax + 7) / 8 < 16, "four rounds of the vote cover every shift");
+        int shift = 0;
+#pragma unroll
+        for (int bit = 8; bit > 0; bit /= 2)
+            if (ptx::bar_red_or(vote, 128, own >= shift + bit))
+                shift += bit;
+        return shift;
+    };
+    // Four e4m3 codes times 2^-shift (factor: that power of two as float16 pairs), rounded to nearest even e4m3:
+    // through float16, which holds every e4m3 value times 2^-15..1 exactly; NaN stays NaN.
+    auto scale_q_codes = [&](uint32_t codes, uint32_t factor) {
+        const uint32_t lo = ptx::mul_rn_f16x2(ptx::cvt_rn_f16x2_e4m3x2(static_cast<uint16_t>(codes)), factor);
+        const uint32_t hi = ptx::mul_rn_f16x2(ptx::cvt_rn_f16x2_e4m3x2(static_cast<uint16_t>(codes >> 16)), factor);
+        return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(lo)) |
+               static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(hi)) << 16;
+    };
+    // This warpgroup's q codes times 2^-shift where they are read from: its Q fragments (kQInRegisters), else
+    // its rows in shared memory, rewritten in place and fenced for the wgmma that read them.
+    auto scale_q = [&](int shift) {
+        const uint32_t factor = ptx::cvt_rn_f16x2_splat(ldexpf(1.0f, -shift));
+        if constexpr (Config::kQInRegisters) {
+#pragma unroll
+            for (int step = 0; step < kQkSteps; ++step)
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
-                    over |= ((word[i] & 0x7f7f7f7fu) + kAdd) & 0x80808080u;
-            }
+                    q_frag[step][i] = scale_q_codes(q_frag[step][i], factor);
+        } else {
+            for_each_q_piece([&](uint32_t address) {
+                uint32_t word[4];
+                ptx::ld_shared_v4(address, word);
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    word[i] = scale_q_codes(word[i], factor);
+                ptx::st_shared_v4(address, word);
+            });
+            ptx::fence_proxy_async_shared();
+            ptx::bar_sync(vote, 128);  // every thread's rows written before any S reads them
         }
-        const uint32_t vote = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Vote
-                                                                        : NamedBarrier::kConsumer1Vote);
-        return !ptx::bar_red_or(vote, 128, over != 0);
     };
 
     if (consumer_index == 1)
         pass_turn();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
-    bool f16_scores = false;
+    int q_shift = 0;  // float16 scores: q's codes times 2^-q_shift, the score scale times 2^q_shift
     if constexpr (Config::kF16Scores)
-        f16_scores = q_codes_fit_f16();
+        q_shift = q_f16_shift();
     load_q_fragments();
+    if (q_shift != 0)  // uniform over the warpgroup
+        scale_q(q_shift);
+    const float q_unshift = ldexpf(1.0f, q_shift);
     if constexpr (Config::kQInRegisters)
         release(&ss.q_empty);  // Q is in registers: the next item's may come
 
@@ -735,6 +784,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             else
                 softmax_step(it, scale_log2, rescale, codes);
         };
+        auto scores_scale_log2 = [&](int stage) {  // float16: times 2^q_shift, what q's codes gave up (exact)
+            if constexpr (decltype(f16)::value)
+                return tile_scale_log2(stage) * q_unshift;
+            else
+                return tile_scale_log2(stage);
+        };
         auto pack = [&]() {  // P's A fragments from what the softmax left, once P.V is done with them
             if constexpr (decltype(f16)::value)
                 pack_p_f16(p_run);
@@ -746,7 +801,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
             rings.advance();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = tile_scale_log2(stage);
+            const float scale_log2 = scores_scale_log2(stage);
             take_turn();
             ptx::wgmma_fence();
             issue_scores(stage);
@@ -764,7 +819,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
         auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = tile_scale_log2(stage);
+            const float scale_log2 = scores_scale_log2(stage);
             take_turn();
             ptx::wgmma_fence();
             issue_scores(stage);
@@ -815,14 +870,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             }
         }
     };
-    if constexpr (Config::kF16Scores) {
-        if (f16_scores)
-            run_tiles(std::true_type{});
-        else
-            run_tiles(std::false_type{});
-    } else {
+    if constexpr (Config::kF16Scores)
+        run_tiles(std::true_type{});
+    else
         run_tiles(std::false_type{});
-    }
     if constexpr (!Config::kQInRegisters)
         release(&ss.q_empty);  // the last S = Q K^T is done
     {  // the last P.V

@@ -450,6 +450,14 @@ __device__ __forceinline__ uint32_t cvt_rn_f16x2_e4m3x2(uint16_t codes)
     return r;
 }
 
+// cvt.rn.satfinite.e4m3x2.f16x2 (9.7.9.21): packs a float16 pair as e4m3 codes, the low half into the low byte.
+__device__ __forceinline__ uint16_t cvt_rn_satfinite_e4m3x2_f16x2(uint32_t halves)
+{
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(halves));
+    return r;
+}
+
 // cvt.rn.satfinite.e4m3x2.f32 (9.7.9.21): packs two floats as e4m3 codes, `lo` into the low byte.
 __device__ __forceinline__ uint16_t cvt_rn_satfinite_e4m3x2_f32(float lo, float hi)
 {

@@ -23,7 +23,7 @@ extern "C" {
 
 #define FLASHPREFILL_VERSION_MAJOR 0
 #define FLASHPREFILL_VERSION_MINOR 5
-#define FLASHPREFILL_VERSION_PATCH 0
+#define FLASHPREFILL_VERSION_PATCH 1
 
 typedef enum flashprefill_status {
     FLASHPREFILL_SUCCESS = 0,
@@ -67,11 +67,14 @@ typedef enum flashprefill_probabilities {
 /* How S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities; bf16 inputs take DEFAULT only). */
 typedef enum flashprefill_scores {
     FLASHPREFILL_SCORES_DEFAULT = 0, /* float32 */
-    FLASHPREFILL_SCORES_FP16 = 1,    /* float16 wherever it cannot overflow: for every group of 64 query rows
-                                        whose q codes all lie within +-1.125 (dim_qk 128) or +-0.75 (dim_qk
-                                        192), float32 elsewhere. Faster (the row max and the probability codes
-                                        on packed halves); a score carries up to 2^-11 of its magnitude in
-                                        error, so the error grows with the range of the scores. Kernels with
+    FLASHPREFILL_SCORES_FP16 = 1,    /* float16, which cannot overflow once q's codes lie within +-1.125
+                                        (dim_qk 128) or +-0.75 (dim_qk 192): for every group of 64 query rows
+                                        whose codes pass that bound, the kernel divides them by the least power
+                                        of two that brings them within it, rounding to e4m3 again (exact but
+                                        where a code becomes subnormal), and multiplies the scores' scale by
+                                        it. Faster (the row max and the probability codes on packed halves); a
+                                        score carries up to 2^-11 of its magnitude in error, so the error grows
+                                        with the range of the scores. Kernels with
                                         192-key tiles only: descales NONE, PER_TENSOR, PER_HEAD, or PER_BLOCK
                                         with blocks of a multiple of 384 tokens; others are NOT_SUPPORTED */
 } flashprefill_scores;
@@ -171,7 +174,7 @@ typedef struct flashprefill_prepare_v_params {
     int32_t batch, seqlen, heads, dim; /* dim a multiple of 16 */
 } flashprefill_prepare_v_params;
 
-/* "0.5.0". */
+/* "0.5.1". */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */

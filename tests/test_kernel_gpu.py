@@ -365,12 +365,30 @@ def test_fp8_float16_scores(shape, causal, descales, dims):
         assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
 
 
+def _f16_scores_q(q8, dim_qk):
+    """The q codes the float16-score kernels compute with, and the power of two each row's codes were divided by:
+    per 64-row group of a (batch, head) (a warpgroup's rows of a 128-row tile), the least shift with every code's
+    magnitude / 2^shift within the bound (8 codes a binade above the bound's code), the codes rounded to e4m3 again."""
+    bound = int(fp8.e4m3_encode(np.array([fp8.f16_scores_q_code_max(dim_qk)], np.float32))[0])
+    batch, seq, heads, dim = q8.shape
+    groups = -(-seq // 64)
+    magnitude = (q8.view(torch.uint8) & 0x7F).int()
+    padded = torch.zeros(batch, groups * 64, heads, dim, dtype=torch.int32, device=q8.device)
+    padded[:, :seq] = magnitude
+    largest = padded.reshape(batch, groups, 64, heads, dim).amax(dim=(2, 4))  # (batch, groups, heads)
+    shift = ((largest - bound + 7) // 8).clamp_min(0)
+    row_shift = shift.repeat_interleave(64, 1)[:, :seq, :, None]
+    return (q8.float() / torch.exp2(row_shift.float())).to(torch.float8_e4m3fn), row_shift
+
+
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
-def test_float16_scores_take_effect_per_row_group(dims):
-    """scores="fp16" runs float16 scores exactly where q's codes allow, per warpgroup of 64 query rows: on small
-    codes the output differs from scores="fp32"'s (the float16 path ran) and repeats bit for bit; on FA3-style codes
-    (up to 448) it equals scores="fp32"'s bit for bit (every group fell back); with one large code in rows 64-127 of
-    head 0, those rows equal the float32 output and rows 0-63 the float16 one."""
+def test_float16_scores_shrink_q_per_row_group(dims):
+    """scores="fp16" brings q's codes within their bound per warpgroup of 64 query rows by a power of two (the codes
+    rounded to e4m3 again), which the score scale takes back: on small codes the output differs from scores="fp32"'s
+    and repeats bit for bit; on FA3-style codes (up to 448, with 448 in every group) it equals scores="fp16" on the
+    codes shrunk on the host with the descale grown alike, bit for bit; with one large code (64) in rows 64-127 of
+    head 0, rows 0-63 keep the small codes' output and rows 64-127 equal the whole head shrunk by that group's power
+    of two (a row's output depends on its own q row only)."""
     seed = _seed()
     shape, heads_kv = (1, 256, 256, 4, 1), 1
     problem = _fp8_problem(shape, dims, "per_head", seed)
@@ -379,18 +397,60 @@ def test_float16_scores_take_effect_per_row_group(dims):
     run = lambda q, d, scores: fp.attention(q, k8, v8, q_descale=d, k_descale=kd, v_descale=vd, scores=scores)
     small16, small16_again = run(small, small_d, "fp16"), run(small, small_d, "fp16")
     small32 = run(small, small_d, "fp32")
-    large16, large32 = run(q8, qd, "fp16"), run(q8, qd, "fp32")
+    large = q8.clone()
+    large.view(torch.uint8)[0, ::64, :, 0] = 0x7E  # 448
+    shift = F16_SCORES_Q_SHIFT[dims[0]]
+    large16 = run(large, qd, "fp16")
+    shrunk16 = run((large.float() / 2**shift).to(torch.float8_e4m3fn), qd * 2**shift, "fp16")
     mixed = small.clone()
     mixed[0, 100, 0, 3] = torch.tensor(64.0).to(torch.float8_e4m3fn)  # beyond the bound: group 1 of tile 0, head 0
-    mixed16, mixed32 = run(mixed, small_d, "fp16"), run(mixed, small_d, "fp32")
+    mixed_shift = int(_f16_scores_q(mixed, dims[0])[1][0, 100, 0, 0])
+    mixed16 = run(mixed, small_d, "fp16")
+    mixed_shrunk16 = run((mixed.float() / 2**mixed_shift).to(torch.float8_e4m3fn), small_d * 2**mixed_shift, "fp16")
     torch.cuda.synchronize()
+    assert mixed_shift > 0 and int(_f16_scores_q(large, dims[0])[1].min()) == shift, "the model's shifts"
     assert torch.isfinite(small16).all() and torch.isfinite(mixed16).all(), f"seed {seed}: non-finite output"
+    assert torch.isfinite(large16).all(), f"seed {seed}: non-finite output"
     assert not torch.equal(small16, small32), f"seed {seed}: float16 scores did not change the output"
     assert torch.equal(small16, small16_again), f"seed {seed}: repeated calls differ"
-    assert torch.equal(large16, large32), f"seed {seed}: codes beyond the bound must take float32 scores"
-    assert torch.equal(mixed16[:, 64:128, 0], mixed32[:, 64:128, 0]), f"seed {seed}: the group with a large code"
+    assert torch.equal(large16, shrunk16), f"seed {seed}: codes up to 448 against the same shrunk on the host"
+    assert torch.equal(mixed16[:, 64:128, 0], mixed_shrunk16[:, 64:128, 0]), f"seed {seed}: the group with a large code"
     assert torch.equal(mixed16[:, :64, 0], small16[:, :64, 0]), f"seed {seed}: a group of small codes"
-    assert not torch.equal(mixed16[:, :64, 0], mixed32[:, :64, 0]), f"seed {seed}: group 0 fell back"
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
+    """scores="fp16" on FA3-style codes (per (batch, kv head) factors, codes up to 448), which the kernel shrinks
+    per group of 64 rows: against float64 attention on those inputs, within 1.5x the floor of the codes it computes
+    with (_f16_scores_q) plus float16 scores, e4m3 P and bf16 output, and within 1.5x FA3's error on the same codes."""
+    seed = _seed()
+    heads_kv = shape[4]
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, "per_head", seed)
+    ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    err = _rel_l2(out, ref)
+    q_codes, row_shift = _f16_scores_q(q8, dims[0])
+    q_scale = _per_element_scale(qd, q8.shape, heads_kv) * torch.exp2(row_shift.double())
+    floor = _rel_l2(_f16_scores_floor(q_codes, q_scale, k8, _per_element_scale(kd, k8.shape, heads_kv), vx,
+                                      causal).to(torch.bfloat16), ref)
+    report = reference.error_report(out.float().cpu().numpy(), ref)
+    assert err <= 1.5 * floor, f"seed {seed}: {report}; shrunk q, float16-score, P and output rounding floor {floor:.3e}"
+    fa3 = _fa3()
+    if fa3 is not None:
+        try:
+            factors = {f"{name}_descale": d for name, d in (("q", qd), ("k", kd), ("v", vd))}
+            peer = fa3(q8, k8, v8, causal=causal, **factors)
+        except RuntimeError as e:
+            assert dims != (128, 128), f"FA3 refused hd128: {e}"
+            return
+        peer = peer[0] if isinstance(peer, tuple) else peer
+        peer_err = _rel_l2(peer, ref)
+        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
 
 
 def _extreme_scores_problem(case, seed):

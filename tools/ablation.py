@@ -65,7 +65,7 @@ def variants():
                   dict(per_block=block, rotate=False)),
                  (f"block scales {block} + rotation, quantizer timed", None,
                   functools.partial(peers.ours_fp8_quantized, block=block), dict(per_block=block))]
-    rows += [("float16 scores (scores=\"fp16\", q codes within +-1.125)", None,
+    rows += [("float16 scores (scores=\"fp16\")", None,
               PEERS["flashprefill fp8, fp16 scores"][1], dict(per_block=None, scores="fp16", rotate=False)),
              ("block scales 384, float16 scores", None,
               functools.partial(peers.ours_fp8_blocks, block=384, scores="fp16"),

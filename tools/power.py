@@ -24,7 +24,7 @@ from peers import PEERS, PeerUnavailable  # noqa: E402
 import power_report  # noqa: E402
 
 DEFAULT_PEERS = ["flashprefill fp8", "flashprefill fp8, V prepared", "FA3 fp8", "flashprefill fp8, fp16 scores",
-                 "flashprefill fp8, fp16 scores, V prepared", "FA3 fp8, same q codes", "flashprefill bf16", "FA3 bf16"]
+                 "flashprefill fp8, fp16 scores, V prepared", "flashprefill bf16", "FA3 bf16"]
 SAMPLE_MS = 50
 
 

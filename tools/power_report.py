@@ -52,9 +52,12 @@ def summarize(samples, ms_per_call):
             "mj_per_call": watts * ms_per_call, "reasons": reason_names(bits), "samples": len(samples)}
 
 
-# FA3 on the same inputs where the peer's own name does not say which ("FA3 <last word>" otherwise).
-SAME_INPUTS_PEER = {"flashprefill fp8, fp16 scores": "FA3 fp8, same q codes", "flashprefill fp8, V prepared": "FA3 fp8",
-                    "flashprefill fp8, fp16 scores, V prepared": "FA3 fp8, same q codes"}
+# FA3 on the same inputs where the peer's own name does not say which ("FA3 <last word>" otherwise): the first of
+# these that ran. Before 0.5.1 the float16-score columns ran on q's codes shrunk into their bound, and FA3 on the same
+# ("FA3 fp8, same q codes"); since, on FA3's own inputs.
+SAME_INPUTS_PEER = {"flashprefill fp8, fp16 scores": ("FA3 fp8, same q codes", "FA3 fp8"),
+                    "flashprefill fp8, V prepared": ("FA3 fp8",),
+                    "flashprefill fp8, fp16 scores, V prepared": ("FA3 fp8, same q codes", "FA3 fp8")}
 
 
 def markdown(results, device, power_limit_w):
@@ -67,7 +70,7 @@ def markdown(results, device, power_limit_w):
     for shape, rows in results.items():
         for peer, r in rows.items():
             ratio_t = ratio_e = "—"
-            fa3 = rows.get(SAME_INPUTS_PEER.get(peer, f"FA3 {peer.split()[-1]}"))
+            fa3 = next((rows[p] for p in SAME_INPUTS_PEER.get(peer, (f"FA3 {peer.split()[-1]}",)) if p in rows), None)
             if fa3 and not peer.startswith("FA3"):
                 ratio_t = f"{fa3['ms_per_call'] / r['ms_per_call']:.2f}"
                 ratio_e = f"{fa3['mj_per_call'] / r['mj_per_call']:.2f}"

@@ -160,10 +160,11 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     each probability up to 7.55% off). "fp16": P as float16 and V widened exactly to float16, P.V at the 16-bit
     tensor rate: slower, and the error drops to the floor set by rounding the inputs to e4m3.
     scores: fp8 with default probabilities only. "fp32": S = q·kᵀ accumulated in float32. "fp16": in float16
-    (faster: the row max and the codes on packed halves) for every group of 64 query rows whose q codes all lie
-    within ±1.125 (dim_qk 128) or ±0.75 (dim_qk 192), so that no partial sum can overflow; float32 for the other
-    groups. A float16 score is off by up to 2^-11 of its magnitude, so the error grows with the range of the
-    scores. Kernels with 192-key tiles only: descales None, factors, or BlockScales of a multiple of 384 tokens.
+    (faster: the row max and the codes on packed halves), which cannot overflow once q's codes lie within ±1.125
+    (dim_qk 128) or ±0.75 (dim_qk 192): a group of 64 query rows whose codes pass that bound has them divided by
+    the least power of two that brings them within it, rounded to e4m3 again (exact but where a code becomes
+    subnormal), its scores' scale multiplied alike. A float16 score is off by up to 2^-11 of its magnitude, so
+    the error grows with the range of the scores; quantize_qkv(scores="fp16") gives codes within the bound. Kernels with 192-key tiles only: descales None, factors, or BlockScales of a multiple of 384 tokens.
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
