@@ -121,6 +121,25 @@ def _fa3():
     return flash_attn_func
 
 
+def _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed):
+    """err at most 1.5x FA3 fp8's error on the same codes and factors (problem as _fp8_problem's, per tensor or per
+    (batch, kv head)); nothing where fa3_fwd is missing or its wheel has no kernel for the dims (never hd128)."""
+    fa3 = _fa3()
+    if fa3 is None:
+        return
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
+    expand = lambda d: d.reshape(1, 1).expand(shape[0], shape[4]).contiguous() if d.dim() == 0 else d
+    try:
+        peer = fa3(q8, k8, v8, causal=causal, q_descale=expand(qd), k_descale=expand(kd), v_descale=expand(vd))
+    except RuntimeError as e:  # a wheel built without this head-dim pair; the floor bound still held
+        assert dims != (128, 128), f"FA3 refused hd128: {e}"
+        print(f"FA3 fp8 has no kernel for dims {dims}: {str(e).splitlines()[0]}")
+        return
+    peer = peer[0] if isinstance(peer, tuple) else peer
+    peer_err = _rel_l2(peer, ref)
+    assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+
+
 def _check_bf16(q, k, v, causal, seed):
     """The bf16 kernel on bf16 q, k, v into poisoned outputs: every element written and finite, relative L2 within
     1.5x torch SDPA's bf16 error against float64, and the log-sum-exp within 1e-3 (relative to its magnitude)."""
@@ -238,19 +257,8 @@ def test_fp8(shape, causal, descales, dims):
     seed = _seed()
     problem = _fp8_problem(shape, dims, descales, seed)
     err, report, ref = _check_fp8(problem, shape, dims, causal, seed)
-    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
-    fa3 = _fa3()
-    if fa3 is not None and not descales.startswith("per_block"):  # FA3 takes factors only
-        expand = lambda d: d.reshape(1, 1).expand(shape[0], shape[4]).contiguous() if d.dim() == 0 else d
-        try:
-            peer = fa3(q8, k8, v8, causal=causal, q_descale=expand(qd), k_descale=expand(kd), v_descale=expand(vd))
-        except RuntimeError as e:  # a wheel built without this head-dim pair; the floor bound above still held
-            assert dims != (128, 128), f"FA3 refused hd128: {e}"
-            print(f"FA3 fp8 has no kernel for dims {dims}: {str(e).splitlines()[0]}")
-            return
-        peer = peer[0] if isinstance(peer, tuple) else peer
-        peer_err = _rel_l2(peer, ref)
-        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+    if not descales.startswith("per_block"):  # FA3 takes factors only
+        _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
@@ -326,10 +334,6 @@ def _f16_scores_floor(q8, q_scale, k8, k_scale, v, causal):
     return torch.einsum("bhqk,bkhd->bqhd", p8, v) / p.sum(-1)[..., None].transpose(1, 2)
 
 
-def _expand_factor(descale, batch, heads_kv):
-    return descale.reshape(1, 1).expand(batch, heads_kv).contiguous() if descale.dim() == 0 else descale
-
-
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
 @pytest.mark.parametrize("descales", F16_SCORES_DESCALES)
 @pytest.mark.parametrize("causal", [True, False])
@@ -340,7 +344,8 @@ def test_fp8_float16_scores(shape, causal, descales, dims):
     on the same codes (factor descales)."""
     seed = _seed()
     heads_kv = shape[4]
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _small_q(_fp8_problem(shape, dims, descales, seed), dims, heads_kv)
+    problem = _small_q(_fp8_problem(shape, dims, descales, seed), dims, heads_kv)
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], dims[1])
     fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
@@ -351,18 +356,8 @@ def test_fp8_float16_scores(shape, causal, descales, dims):
                                       _per_element_scale(kd, k8.shape, heads_kv), vx, causal).to(torch.bfloat16), ref)
     report = reference.error_report(out.float().cpu().numpy(), ref)
     assert err <= 1.5 * floor, f"seed {seed}: {report}; float16-score, P and output rounding floor {floor:.3e}"
-    fa3 = _fa3()
-    if fa3 is not None and not descales.startswith("per_block"):
-        try:
-            factors = {f"{name}_descale": _expand_factor(d, shape[0], heads_kv)
-                       for name, d in (("q", qd), ("k", kd), ("v", vd))}
-            peer = fa3(q8, k8, v8, causal=causal, **factors)
-        except RuntimeError as e:
-            assert dims != (128, 128), f"FA3 refused hd128: {e}"
-            return
-        peer = peer[0] if isinstance(peer, tuple) else peer
-        peer_err = _rel_l2(peer, ref)
-        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+    if not descales.startswith("per_block"):
+        _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
 def _f16_scores_q(q8, dim_qk):
@@ -427,7 +422,8 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     with (_f16_scores_q) plus float16 scores, e4m3 P and bf16 output, and within 1.5x FA3's error on the same codes."""
     seed = _seed()
     heads_kv = shape[4]
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, "per_head", seed)
+    problem = _fp8_problem(shape, dims, "per_head", seed)
+    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], dims[1])
     fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
@@ -439,18 +435,8 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     floor = _rel_l2(_f16_scores_floor(q_codes, q_scale, k8, _per_element_scale(kd, k8.shape, heads_kv), vx,
                                       causal).to(torch.bfloat16), ref)
     report = reference.error_report(out.float().cpu().numpy(), ref)
-    assert err <= 1.5 * floor, f"seed {seed}: {report}; shrunk q, float16-score, P and output rounding floor {floor:.3e}"
-    fa3 = _fa3()
-    if fa3 is not None:
-        try:
-            factors = {f"{name}_descale": d for name, d in (("q", qd), ("k", kd), ("v", vd))}
-            peer = fa3(q8, k8, v8, causal=causal, **factors)
-        except RuntimeError as e:
-            assert dims != (128, 128), f"FA3 refused hd128: {e}"
-            return
-        peer = peer[0] if isinstance(peer, tuple) else peer
-        peer_err = _rel_l2(peer, ref)
-        assert err <= 1.5 * peer_err, f"seed {seed}: {report}; FA3 fp8 {peer_err:.3e}"
+    assert err <= 1.5 * floor, f"seed {seed}: {report}; shrunk q, float16 score, P, output rounding floor {floor:.3e}"
+    _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
 def _extreme_scores_problem(case, seed):
