@@ -2,7 +2,7 @@
 // codes with one power-of-two exponent per block of tokens. Three launches:
 //   block_exponents:  each block's own exponent (all-zero blocks marked kZeroBlock);
 //   finish_exponents: per (batch, head), the span floor and the zero blocks' exponent, in place;
-//   encode_blocks:    the codes, transforming each row again.
+//   encode_blocks:    the codes, transforming each row again; as every tensor or in v's prepared layout.
 // The transform runs in float32 with the butterflies of the numpy model (flashprefill.prepare.transform) in the
 // same order, so codes and exponents are bit-identical to flashprefill.fp8.quantize_blocks of its result.
 #include <cuda_bf16.h>
@@ -39,6 +39,7 @@ struct QuantizeArgs {
     int64_t x_stride_batch, x_stride_seq, x_stride_head;
     uint8_t *codes;
     int64_t codes_stride_batch, codes_stride_seq, codes_stride_head;
+    int64_t codes_stride_dim;  // codes in FLASHPREFILL_V_LAYOUT_PREPARED: the row pitch (else 1, unused)
     int8_t *exponents;  // (batch, heads, blocks)
     float code_max_fraction;  // code_max = code_max_fraction 2^code_max_exponent, the fraction in [0.5, 1)
     int32_t code_max_exponent;
@@ -237,11 +238,14 @@ struct RawRow {
     }
 };
 
-// The rows of this CTA's block, kRowsPerWarp a warp at a time: f(transform, token, valid, y) for each row of this
-// lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the block's end
-// (their y are not rows of x). The sets a warp takes, and so its shuffles, are warp-uniform. Where a
-// lane's row is at most 32 bytes, the next set's loads are issued before this one is transformed (kLoadAhead).
-template <int kDim, class T, class F>
+// The rows of this CTA's block, kRowsPerWarp a warp at a time: f(transform, set, token, valid, y) for each row of
+// this lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the block's
+// end (their y are not rows of x). Set s is the block's tokens [first + s kRowsPerSet, + kRowsPerSet), warp w's
+// kRowsPerWarp of them from w kRowsPerWarp on. The sets a warp takes, and so its shuffles, are warp-uniform; with
+// kCtaUniformSets every warp takes every set that holds a token of the block (so that f may synchronise the CTA),
+// else only the sets that hold one of its own rows. Where a lane's row is at most 32 bytes, the next set's loads are
+// issued before this one is transformed (kLoadAhead).
+template <int kDim, class T, bool kCtaUniformSets = false, class F>
 __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 {
     using L = RowLayout<kDim>;
@@ -252,7 +256,8 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
     const int row_lane = lane % L::kLanes, row_of_warp = lane / L::kLanes;
     const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, row_lane);
     const int end = end_token(a), warp_first = first_token(a) + warp * L::kRowsPerWarp;
-    const int sets = warp_first < end ? (end - warp_first + kRowsPerSet - 1) / kRowsPerSet : 0;
+    const int sets_from = kCtaUniformSets ? first_token(a) : warp_first;
+    const int sets = sets_from < end ? (end - sets_from + kRowsPerSet - 1) / kRowsPerSet : 0;
     const int first = warp_first + row_of_warp;
     const T *x = static_cast<const T *>(a.x) + blockIdx.z * a.x_stride_batch + blockIdx.y * a.x_stride_head;
     Raw next{};
@@ -271,7 +276,7 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
         float y[L::kSlots];
         raw.widen(transform.sign_bit, y);
         transform.apply(row_lane, y);
-        f(transform, token, token < end, y);
+        f(transform, set, token, token < end, y);
     }
 }
 
@@ -285,7 +290,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) block_exponents(const
     // max |y| over the block, NaN or inf if the block holds either. Rounding is monotonic, so the largest
     // normalized element is the largest one before normalization, normalized: one multiply a part, not an element.
     float amax = 0.0f;
-    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int, bool valid, const float (&y)[L::kSlots]) {
+    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int, int, bool valid,
+                                 const float (&y)[L::kSlots]) {
         if (!valid)
             return;
         float part_amax = 0.0f;
@@ -341,17 +347,38 @@ __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_consta
         e[b] = static_cast<int8_t>(e[b] == kZeroBlock ? top : max(static_cast<int>(e[b]), top - kExponentSpan));
 }
 
+// The key at position p of a prepared row's group of 16 (FLASHPREFILL_V_LAYOUT_PREPARED; as prepare_v.cu).
+__device__ __forceinline__ int prepared_key_at(int p) { return 2 * (p / 4) + (p & 1) + 8 * (p % 4 / 2); }
+
+// encode_blocks' shared memory: for the prepared layout, two buffers of one set's codes [row of the set][dim].
+template <bool kPrepared, int kRowsPerSet, int kDim>
+struct SetCodes {
+    alignas(16) uint8_t rows[2][kRowsPerSet][kDim];
+};
+template <int kRowsPerSet, int kDim>
+struct SetCodes<false, kRowsPerSet, kDim> {};
+
 // Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
-// it rounds once), round to nearest even, saturating at 448.
-template <int kDim, class T>
+// it rounds once), round to nearest even, saturating at 448. kPrepared: written in FLASHPREFILL_V_LAYOUT_PREPARED
+// (codes_stride_dim the row pitch, positions contiguous): each set of rows goes through shared memory (two
+// buffers, one barrier a set) and leaves as 16-byte groups of 16 positions, 4 dims of one group a thread;
+// positions of keys past seqlen in the last group are 0. Needs block_tokens a multiple of 16 (a group within one
+// block).
+template <int kDim, class T, bool kPrepared>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
+    constexpr int kRowsPerSet = kWarps * L::kRowsPerWarp;
+    constexpr int kGroupsPerSet = kRowsPerSet / 16;
+    static_assert(kRowsPerSet % 16 == 0, "a set of rows is whole groups of 16 positions");
+    __shared__ SetCodes<kPrepared, kRowsPerSet, kDim> set_codes;
     const int row_lane = threadIdx.x % L::kLanes;
     const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
-    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int token, bool valid,
-                                 const float (&y)[L::kSlots]) {
-        if (!valid)
+    const int first = first_token(a), end = end_token(a);
+    uint8_t *codes_bh = a.codes + blockIdx.z * a.codes_stride_batch + blockIdx.y * a.codes_stride_head;
+    for_each_row<kDim, T, kPrepared>(a, [&](const RowTransform<kDim> &transform, int set, int token, bool valid,
+                                            const float (&y)[L::kSlots]) {
+        if (!kPrepared && !valid)
             return;
         static_assert(L::kSlots % 2 == 0, "codes convert in pairs");
         uint8_t codes[L::kSlots];
@@ -361,30 +388,66 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
             const uint16_t pair = ptx::cvt_rn_satfinite_e4m3x2_f32(
                 __fmul_rn(__fmul_rn(y[j], transform.part_norm(j)), scale),
                 __fmul_rn(__fmul_rn(y[j + 1], transform.part_norm(j + 1)), scale));
-            codes[j] = static_cast<uint8_t>(pair);
-            codes[j + 1] = static_cast<uint8_t>(pair >> 8);
+            codes[j] = valid ? static_cast<uint8_t>(pair) : 0;
+            codes[j + 1] = valid ? static_cast<uint8_t>(pair >> 8) : 0;
         }
-        uint8_t *row = a.codes + blockIdx.z * a.codes_stride_batch + token * a.codes_stride_seq +
-                       blockIdx.y * a.codes_stride_head;
-        store_parts<kDim, 0>(row, row_lane, codes);
+        if constexpr (!kPrepared) {
+            store_parts<kDim, 0>(codes_bh + token * a.codes_stride_seq, row_lane, codes);
+        } else {
+            uint8_t(&rows)[kRowsPerSet][kDim] = set_codes.rows[set % 2];
+            store_parts<kDim, 0>(rows[token - first - set * kRowsPerSet], row_lane, codes);
+            __syncthreads();
+            const int set_first = first + set * kRowsPerSet;
+            // a piece: 4 dims x one group of 16 positions, read as 16 words (4 dims of one key each) and transposed
+            // by byte permutes into 4 rows of 16 positions
+            for (int piece = threadIdx.x; piece < kDim / 4 * kGroupsPerSet; piece += kThreads) {
+                const int dim4 = piece % (kDim / 4), group = piece / (kDim / 4);
+                if (set_first + 16 * group >= end)  // the next block's keys, or none
+                    continue;
+                uint32_t out[4][4];  // [dim of the 4][word of the 16 positions]
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    uint32_t key[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        key[i] = *reinterpret_cast<const uint32_t *>(
+                            &rows[16 * group + prepared_key_at(4 * w + i)][4 * dim4]);
+                    // a 4 x 4 byte transpose: pairs of keys interleaved, then pairs of pairs
+                    const uint32_t lo01 = __byte_perm(key[0], key[1], 0x5140);
+                    const uint32_t hi01 = __byte_perm(key[0], key[1], 0x7362);
+                    const uint32_t lo23 = __byte_perm(key[2], key[3], 0x5140);
+                    const uint32_t hi23 = __byte_perm(key[2], key[3], 0x7362);
+                    out[0][w] = __byte_perm(lo01, lo23, 0x5410), out[1][w] = __byte_perm(lo01, lo23, 0x7632);
+                    out[2][w] = __byte_perm(hi01, hi23, 0x5410), out[3][w] = __byte_perm(hi01, hi23, 0x7632);
+                }
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    *reinterpret_cast<uint4 *>(codes_bh + (4 * dim4 + c) * a.codes_stride_dim + set_first +
+                                               16 * group) = make_uint4(out[c][0], out[c][1], out[c][2], out[c][3]);
+            }
+        }
     });
 }
 
 template <int kDim, class T>
-cudaError_t launch_typed(const QuantizeArgs &a, int batch, cudaStream_t stream)
+cudaError_t launch_typed(const QuantizeArgs &a, int batch, bool prepared, cudaStream_t stream)
 {
     const dim3 grid(a.blocks, a.heads, batch);
     block_exponents<kDim, T><<<grid, kThreads, 0, stream>>>(a);
     const int rows = batch * a.heads;
     finish_exponents<<<(rows + kWarps - 1) / kWarps, kThreads, 0, stream>>>(a, rows);
-    encode_blocks<kDim, T><<<grid, kThreads, 0, stream>>>(a);
+    if (prepared)
+        encode_blocks<kDim, T, true><<<grid, kThreads, 0, stream>>>(a);
+    else
+        encode_blocks<kDim, T, false><<<grid, kThreads, 0, stream>>>(a);
     return cudaGetLastError();
 }
 
 template <int kDim>
-cudaError_t launch(const QuantizeArgs &a, bool x_fp32, int batch, cudaStream_t stream)
+cudaError_t launch(const QuantizeArgs &a, bool x_fp32, int batch, bool prepared, cudaStream_t stream)
 {
-    return x_fp32 ? launch_typed<kDim, float>(a, batch, stream) : launch_typed<kDim, __nv_bfloat16>(a, batch, stream);
+    return x_fp32 ? launch_typed<kDim, float>(a, batch, prepared, stream)
+                  : launch_typed<kDim, __nv_bfloat16>(a, batch, prepared, stream);
 }
 
 }  // namespace
@@ -411,17 +474,19 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     a.seqlen = p->seqlen, a.heads = p->heads, a.block_tokens = p->block_tokens;
     a.blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
     a.code_max_fraction = frexpf(p->code_max == 0.0f ? 448.0f : p->code_max, &a.code_max_exponent);
+    a.codes_stride_dim = p->codes_stride_dim;
+    const bool prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
     const cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t err;
     switch (p->dim) {
-    case 32: err = fp::launch<32>(a, x_fp32, p->batch, st); break;
-    case 64: err = fp::launch<64>(a, x_fp32, p->batch, st); break;
-    case 96: err = fp::launch<96>(a, x_fp32, p->batch, st); break;
-    case 128: err = fp::launch<128>(a, x_fp32, p->batch, st); break;
-    case 160: err = fp::launch<160>(a, x_fp32, p->batch, st); break;
-    case 192: err = fp::launch<192>(a, x_fp32, p->batch, st); break;
-    case 224: err = fp::launch<224>(a, x_fp32, p->batch, st); break;
-    case 256: err = fp::launch<256>(a, x_fp32, p->batch, st); break;
+    case 32: err = fp::launch<32>(a, x_fp32, p->batch, prepared, st); break;
+    case 64: err = fp::launch<64>(a, x_fp32, p->batch, prepared, st); break;
+    case 96: err = fp::launch<96>(a, x_fp32, p->batch, prepared, st); break;
+    case 128: err = fp::launch<128>(a, x_fp32, p->batch, prepared, st); break;
+    case 160: err = fp::launch<160>(a, x_fp32, p->batch, prepared, st); break;
+    case 192: err = fp::launch<192>(a, x_fp32, p->batch, prepared, st); break;
+    case 224: err = fp::launch<224>(a, x_fp32, p->batch, prepared, st); break;
+    case 256: err = fp::launch<256>(a, x_fp32, p->batch, prepared, st); break;
     default:  // fp_validate_quantize refused every other dim
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", p->dim);
     }

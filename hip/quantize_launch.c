@@ -15,6 +15,9 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
 {
+    if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT) /* the gfx950 kernels read V^T from LDS themselves */
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED is Hopper's (the gfx950 attention "
+                       "takes v in its default layout)");
     fp_gfx950_kernel kernel;
     switch (p->dim) {
     case 32: kernel = FP_GFX950_QUANTIZE_D32; break;

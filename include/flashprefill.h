@@ -22,8 +22,8 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 5
-#define FLASHPREFILL_VERSION_PATCH 1
+#define FLASHPREFILL_VERSION_MINOR 6
+#define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
     FLASHPREFILL_SUCCESS = 0,
@@ -159,6 +159,12 @@ typedef struct flashprefill_quantize_params {
     int32_t block_tokens;
     flashprefill_dtype x_dtype;        /* BF16 or FP32 */
     float code_max;  /* the largest magnitude of the codes: 0 for 448, else a normal e4m3 value in [2^-6, 448] */
+    flashprefill_v_layout codes_layout; /* DEFAULT (0): codes as x. PREPARED (v's codes, Hopper): written as
+                                           flashprefill_prepare_v would write them, so that flashprefill_forward
+                                           takes them as v with v_layout PREPARED without a prepare_v pass:
+                                           codes_stride_seq 1, codes_stride_dim the row pitch (at least seqlen
+                                           rounded up to 16), codes_stride_batch and _head multiples of 16,
+                                           positions past seqlen 0; block_tokens a multiple of 16 */
 } flashprefill_quantize_params;
 
 /* flashprefill_prepare_v: e4m3 codes of v, (batch, seqlen, heads, dim) with any strides the ABI takes, rewritten
@@ -174,7 +180,7 @@ typedef struct flashprefill_prepare_v_params {
     int32_t batch, seqlen, heads, dim; /* dim a multiple of 16 */
 } flashprefill_prepare_v_params;
 
-/* "0.5.1". */
+/* "0.6.0". */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */

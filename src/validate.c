@@ -65,7 +65,7 @@ static flashprefill_status check_tensor(const tensor_view *t)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be 1 (%s), got %lld", t->name,
                        axis_name[t->contiguous],
                        t->contiguous == 3 ? "the last dim contiguous"
-                                          : "v_layout PREPARED: each row of keys contiguous",
+                                          : "the PREPARED layout: each row of keys contiguous",
                        (long long)t->stride[t->contiguous]);
     int64_t last_elem = 0; /* offset in elements of the last element */
     for (int axis = 0; axis < 4; ++axis) {
@@ -283,9 +283,18 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     const tensor_view x = {"x", p->x, {p->batch, p->seqlen, p->heads, p->dim},
                            {p->x_stride_batch, p->x_stride_seq, p->x_stride_head, p->x_stride_dim},
                            p->x_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 4, 0, 3};
-    const tensor_view codes = {"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
-                               {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
-                                p->codes_stride_dim}, 1, 1, 3};
+    if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT && p->codes_layout != FLASHPREFILL_V_LAYOUT_PREPARED)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "codes_layout = %d is not a flashprefill_v_layout",
+                       (int)p->codes_layout);
+    const int prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
+    /* PREPARED: as flashprefill_prepare_v's output, (batch, positions, heads, dim) with the positions contiguous. */
+    const tensor_view codes =
+        prepared ? (tensor_view){"codes", p->codes, {p->batch, ((int64_t)p->seqlen + 15) / 16 * 16, p->heads, p->dim},
+                                 {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
+                                  p->codes_stride_dim}, 1, 1, 1}
+                 : (tensor_view){"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
+                                 {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
+                                  p->codes_stride_dim}, 1, 1, 3};
     if ((s = check_tensor(&x)) || (s = check_tensor(&codes)))
         return s;
     if (p->exponents == NULL)
@@ -305,6 +314,9 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     if (p->dim % 32 != 0 || p->dim > 256)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of 32 up to 256, got %d",
                        (int)p->dim);
+    if (prepared && p->block_tokens % 16 != 0)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED takes block_tokens a multiple of 16 "
+                       "(each group of 16 positions within one block), got %d", (int)p->block_tokens);
     return FLASHPREFILL_SUCCESS;
 }
 

@@ -294,7 +294,10 @@ def test_expfree_f16_encoder_rounds_ties_to_even():
 def test_expfree_f16_scores_encoder(rng_seed):
     """The float16-scores encoder (Hopper's scores="fp16"): within one step of the float32 encoder's codes, and equal
     to them but where the float16 constants or the roundings move a code across a rounding boundary; masked scores
-    and codes below 0 give 0; the row max gives 120; scores that are not float16 values are refused."""
+    and codes below 0 give 0; the row max gives 120 where |row max| <= 16 (log2 units), 119 or 120 beyond (the
+    factor 8·scale_log2 carries 2^-11 of relative error and the row constant, past 256, a float16 unit of 0.25: at a
+    row max of 16 the three roundings move y by at most 16/256 + 1/16 + 1/32 < 0.16, the room below 120 - c = 119.66);
+    scores that are not float16 values are refused."""
     rng, seed = rng_seed
     s = (rng.standard_normal((64, 192)) * 300).astype(np.float16).astype(np.float32)
     s[:, -1] = -np.inf
@@ -304,7 +307,9 @@ def test_expfree_f16_scores_encoder(rng_seed):
     codes32 = fp8.expfree_codes(s, scale_log2, row_max, encoder="f16").astype(np.int64)
     assert np.abs(codes16 - codes32).max() <= 1, f"seed={seed}"
     assert (codes16 == codes32).mean() > 0.9, f"seed={seed}: {(codes16 == codes32).mean():.3f} of codes agree"
-    assert (codes16.max(axis=1) == 120).all() and (codes16[:, -1] == 0).all(), f"seed={seed}"
+    top = codes16.max(axis=1)
+    assert ((top == 120) | ((top == 119) & (np.abs(row_max) > 16))).all(), f"seed={seed}: {top.tolist()}"
+    assert (codes16[:, -1] == 0).all(), f"seed={seed}"
     with pytest.raises(ValueError, match="float16 values"):
         fp8.expfree_codes(np.float32([[1.0 + 2.0**-12]]), scale_log2, np.float32([0.0]), encoder="f16-scores")
 

@@ -128,6 +128,17 @@ def test_quantize_refusals(lib, dim):
     assert f"multiple of 32 up to 256, got {dim}".encode() in lib.flashprefill_last_error()
 
 
+def test_quantize_prepared_layout_is_hoppers(lib):
+    """Codes in v's prepared layout (valid params): the gfx950 attention takes v in its own layout, so NOT_SUPPORTED,
+    before any device work."""
+    from flashprefill._params import VLayout
+    p = quantize_params()
+    p.codes_layout = VLayout.PREPARED
+    p.codes_stride_batch, p.codes_stride_seq, p.codes_stride_head, p.codes_stride_dim = 4 * 128 * 304, 1, 128 * 304, 304
+    assert lib.flashprefill_quantize(ctypes.byref(p), None) == Status.ERROR_NOT_SUPPORTED
+    assert b"codes_layout PREPARED is Hopper's" in lib.flashprefill_last_error()
+
+
 @pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
                     reason="a HIP runtime is installed here")
 @pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flashprefill import _lib, fp8, prepare
-from flashprefill._params import DType, QuantizeParams, Status
+from flashprefill._params import DType, QuantizeParams, Status, VLayout
 
 INVALID = Status.ERROR_INVALID_ARGUMENT
 NOT_SUPPORTED = Status.ERROR_NOT_SUPPORTED
@@ -25,6 +25,18 @@ def valid(batch=2, seqlen=300, heads=4, dim=128, x_dtype=DType.BF16):
     for prefix in ("x", "codes"):
         for axis, stride in (("batch", seqlen * heads * dim), ("seq", heads * dim), ("head", dim), ("dim", 1)):
             setattr(p, f"{prefix}_stride_{axis}", stride)
+    return p
+
+
+def prepared(seqlen=300, heads=4, dim=128, **fields):
+    """valid() with codes in v's prepared layout: rows of round_up(seqlen, 16) positions, (batch, heads, dim, rows)."""
+    p = valid(seqlen=seqlen, heads=heads, dim=dim)
+    pitch = -(-seqlen // 16) * 16
+    p.codes_layout = VLayout.PREPARED
+    p.codes_stride_batch, p.codes_stride_seq = heads * dim * pitch, 1
+    p.codes_stride_head, p.codes_stride_dim = dim * pitch, pitch
+    for name, value in fields.items():
+        setattr(p, name, value)
     return p
 
 
@@ -64,6 +76,15 @@ CASES = [
                           (480.0, "480"), (2.0**-7, "0.0078125"), (1.0625, "1.0625"))],
     ("dim 144", lambda: valid(dim=144), NOT_SUPPORTED, "dim a multiple of 32 up to 256, got 144"),
     ("dim 512", lambda: valid(dim=512), NOT_SUPPORTED, "got 512"),
+    ("codes_layout 2", changed(codes_layout=2), INVALID, "codes_layout = 2 is not a flashprefill_v_layout"),
+    ("prepared, seq stride", lambda: prepared(codes_stride_seq=128), INVALID,
+     "codes_stride_seq must be 1 (the PREPARED layout: each row of keys contiguous), got 128"),
+    ("prepared, pitch of 296", lambda: prepared(codes_stride_dim=296), INVALID,
+     "codes_stride_dim = 296 elements of 1 bytes is not a multiple of 16 bytes"),
+    ("prepared, rows overlap", lambda: prepared(codes_stride_dim=288), INVALID, "codes overlaps itself"),
+    ("prepared, blocks of 200", lambda: prepared(block_tokens=200), NOT_SUPPORTED,
+     "codes_layout PREPARED takes block_tokens a multiple of 16 (each group of 16 positions within one block), got "
+     "200"),
 ]
 
 
@@ -79,7 +100,8 @@ def test_null_params(lib):
 
 @pytest.mark.parametrize("make", [valid, lambda: valid(dim=192, x_dtype=DType.FP32), lambda: valid(seqlen=1),
                                   changed(code_max=1.125), changed(code_max=0.75), changed(code_max=448.0),
-                                  changed(code_max=2.0**-6)])
+                                  changed(code_max=2.0**-6), prepared, lambda: prepared(seqlen=1, dim=192),
+                                  lambda: prepared(block_tokens=16), lambda: prepared(codes_stride_dim=304)])
 def test_valid_arguments_reach_the_device_check(lib, make):
     """Valid params pass validation; the fake pointers (or the missing GPU) stop them at the device check."""
     status, message = call(lib, make())

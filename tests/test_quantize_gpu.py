@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import flashprefill as fp
-from flashprefill import fp8, prepare
+from flashprefill import fp8, prepare, prepared_v
 
 torch = pytest.importorskip("torch", reason="the quantizer GPU tests drive the library with torch tensors")
 pytestmark = pytest.mark.gpu
@@ -137,6 +137,58 @@ def test_nonfinite_blocks_count_as_zero():
     np.testing.assert_array_equal(codes, model_codes)
 
 
+def _run_prepared(x, block, signs=None, pitch=None):
+    """fp.quantize_fp8(layout="prepared") into poisoned outputs, rows of `pitch` positions (default seq rounded up
+    to 16); (codes uint8 (batch, heads, dim, pitch), exponents int8) on the host."""
+    batch, seq, heads, dim = x.shape
+    pitch = prepared_v.positions(seq) if pitch is None else pitch
+    codes = torch.full((batch, heads, dim, pitch), POISON_CODE, dtype=torch.uint8, device="cuda")
+    exponents = torch.full((batch, heads, -(-seq // block)), POISON_EXPONENT, dtype=torch.int8, device="cuda")
+    out, scales = fp.quantize_fp8(x, block, signs=signs, layout="prepared", codes=codes.view(torch.float8_e4m3fn),
+                                  exponents=exponents)
+    assert isinstance(out, fp.PreparedV) and out.seqlen == seq and scales.block_tokens == block
+    torch.cuda.synchronize()
+    return codes.cpu().numpy(), exponents.cpu().numpy()
+
+
+@pytest.mark.parametrize("seq, block", [(300, 16), (300, 112), (300, 384), (640, 128), (1, 16), (33, 48)])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+def test_prepared_layout_is_prepare_v_of_the_codes(rng, dim, dtype, seq, block):
+    """layout="prepared": the codes and exponents of the default layout, written as prepare_v writes them (keys in
+    P's register order, positions past seq 0), bit for bit; blocks whose end falls mid-set (112, 48: one group of 16
+    of a 32-row set is the next block's) and sequences ending mid-group."""
+    shape = (2, seq, 3, dim)
+    x = torch.from_numpy(_uneven(rng, shape)).to(getattr(torch, dtype)).cuda()
+    signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31)))
+    signs_gpu = torch.from_numpy(signs).cuda()
+    codes, exponents = _run_prepared(x, block, signs_gpu)
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(_host(x), signs), block)
+    np.testing.assert_array_equal(exponents, model_exponents)
+    expected = prepared_v.prepare_v_model(model_codes)
+    mismatch = codes != expected
+    assert not mismatch.any(), (f"{mismatch.sum()} of {codes.size} codes differ, first at "
+                                f"{np.argwhere(mismatch)[0].tolist()}")
+
+
+def test_prepared_layout_leaves_the_rest_of_a_wider_row():
+    """Rows wider than the positions (pitch 336 for 300 keys): the positions past 304 keep their bytes; attention
+    takes the result as v and gives prepare_v's output bit for bit."""
+    q = torch.randn(1, 300, 4, 128, device="cuda").to(torch.float8_e4m3fn)
+    k = torch.randn(1, 300, 2, 128, device="cuda").to(torch.float8_e4m3fn)
+    v = torch.randn(1, 300, 2, 128, device="cuda").to(torch.bfloat16)
+    codes, _ = _run_prepared(v, 128, pitch=336)
+    v8, v_scales = fp.quantize_fp8(v, 128)
+    separate = fp.prepare_v(v8).data.view(torch.uint8).cpu().numpy()
+    assert (codes[..., 304:] == POISON_CODE).all()
+    np.testing.assert_array_equal(codes[..., :304], separate)
+    fused, fused_scales = fp.quantize_fp8(v, 128, layout="prepared")
+    outs = [fp.attention(q, k, value, v_descale=scales) for value, scales in ((fp.prepare_v(v8), v_scales),
+                                                                              (fused, fused_scales))]
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0]).all() and torch.equal(outs[0], outs[1])
+
+
 def test_strided_input():
     """k as a view into a packed (batch, seq, heads_q + 2 heads_kv, dim) qkv buffer."""
     qkv = torch.randn(2, 257, 8 + 2 * 2, 128, device="cuda").to(torch.bfloat16)
@@ -220,6 +272,9 @@ def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_
                               per_block=384 if per_block == "unset" else per_block)
     assert auto.get("scores", "fp32") == scores and auto.get("probabilities", "default") == probabilities
     assert isinstance(auto["v"], fp.PreparedV) == (v_layout == "prepared")
+    if v_layout == "prepared":  # written so by the quantizer (blocks) or by prepare_v (per-head factors): the same
+        plain = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, v_layout="default", **blocks)
+        assert torch.equal(auto["v"].data.view(torch.uint8), fp.prepare_v(plain["v"]).data.view(torch.uint8))
     if per_block == "unset":
         assert isinstance(auto["q_descale"], fp.BlockScales) and auto["q_descale"].block_tokens == 384
     assert fp.supports(**auto)
@@ -237,3 +292,10 @@ def test_refusals():
     with pytest.raises(fp.Error) as info:
         fp.quantize_fp8(torch.randn(1, 16, 2, 48, device="cuda"))
     assert info.value.status == fp.Status.ERROR_NOT_SUPPORTED and "multiple of 32" in info.value.message
+    with pytest.raises(ValueError, match="layout must be one of"):
+        fp.quantize_fp8(x, layout="transposed")
+    with pytest.raises(ValueError, match=r"codes must be float8_e4m3fn \(batch, heads, dim, >= seq rounded up to 16\)"):
+        fp.quantize_fp8(x, layout="prepared", codes=torch.empty(1, 16, 2, 128, device="cuda").to(torch.float8_e4m3fn))
+    with pytest.raises(fp.Error) as info:
+        fp.quantize_fp8(x, 24, layout="prepared")
+    assert info.value.status == fp.Status.ERROR_NOT_SUPPORTED and "multiple of 16" in info.value.message

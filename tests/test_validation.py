@@ -178,7 +178,7 @@ CASES = [
     ("v_layout PREPARED probabilities FP16", prepared_v_params, setter(probabilities=Probabilities.FP16), INVALID,
      "it needs in_dtype FP8_E4M3 and probabilities DEFAULT"),
     ("v_layout PREPARED v_stride_seq=128", prepared_v_params, setter(v_stride_seq=128), INVALID,
-     "v_stride_seq must be 1 (v_layout PREPARED: each row of keys contiguous), got 128"),
+     "v_stride_seq must be 1 (the PREPARED layout: each row of keys contiguous), got 128"),
     ("v_layout PREPARED v_stride_dim not 16 bytes", prepared_v_params, setter(v_stride_dim=264), INVALID,
      "v_stride_dim = 264 elements of 1 bytes is not a multiple of 16 bytes"),
     ("v_layout PREPARED rows past the address space", prepared_v_params, setter(v=2**64 - 4096), INVALID,

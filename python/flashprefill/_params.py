@@ -112,6 +112,7 @@ class QuantizeParams(ctypes.Structure):
         ("block_tokens", ctypes.c_int32),
         ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
         ("code_max", ctypes.c_float),  # 0 for 448
+        ("codes_layout", ctypes.c_int),  # flashprefill_v_layout: DEFAULT, or PREPARED for v
     ]
 
 

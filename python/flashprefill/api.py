@@ -20,6 +20,7 @@ _IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
 _QUANTIZE_DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
 _PROBABILITIES = {"default": Probabilities.DEFAULT, "fp16": Probabilities.FP16}
 _SCORES = {"fp32": Scores.DEFAULT, "fp16": Scores.FP16}
+_V_LAYOUTS = {"default": VLayout.DEFAULT, "prepared": VLayout.PREPARED}
 _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
 # pointers, so a 16-byte aligned stand-in checks that call.
@@ -223,8 +224,8 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     return True
 
 
-def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, codes=None, exponents=None,
-                 stream=None):
+def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, layout="default", codes=None,
+                 exponents=None, stream=None):
     """Per-block power-of-two FP8 quantization on the GPU (flashprefill_quantize): x ≈ codes · 2^exponents[b, h,
     token // block], after an optional rotation and smoothing of each token row: y = H diag(signs) (x - subtract).
 
@@ -233,12 +234,17 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, cod
     subtract: None, or float32 device array (batch, heads, dim), contiguous (prepare.key_mean, for k).
     code_max: the largest magnitude of the codes, a normal e4m3 value (448; fp8.f16_scores_q_code_max(dim) for q
     with float16 scores).
+    layout: "default", or "prepared" for v on Hopper: the codes come as a PreparedV, written straight in the layout
+    prepare_v would give them (no second pass; block a multiple of 16).
     codes, exponents: optional outputs to write (float8_e4m3fn (batch, seq, heads, dim), any strides the ABI
-    takes; int8 (batch, heads, ceil(seq / block)), contiguous); by default new arrays of x's library.
+    takes, or with layout "prepared" (batch, heads, dim, positions) as prepare_v's `out`; int8 (batch, heads,
+    ceil(seq / block)), contiguous); by default new arrays of x's library.
     Returns (codes, BlockScales(exponents, block)); pass the BlockScales as the tensor's descale.
-    Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block, code_max). Enqueued on `stream`
-    (default: the current stream of x's library).
+    Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block, code_max) (and, prepared,
+    to prepare_v of that). Enqueued on `stream` (default: the current stream of x's library).
     """
+    if layout not in _V_LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(_V_LAYOUTS)}, got {layout!r}")
     with _library_call(x, "x", stream) as (library, device, handle, keep):
         xt = _adapt(x, "x", handle, keep)
         if len(xt.shape) != 4:
@@ -249,13 +255,17 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, cod
         if not isinstance(block, int) or block <= 0:
             raise ValueError(f"block must be an int > 0, got {block!r}")
         blocks = -(-seqlen // block)
+        prepared = layout == "prepared"
         if codes is None:
-            codes = _arrays.empty((batch, seqlen, heads, dim), "float8_e4m3fn", x, handle)
+            codes_shape = (batch, heads, dim, prepared_v.positions(seqlen)) if prepared else (batch, seqlen, heads, dim)
+            codes = _arrays.empty(codes_shape, "float8_e4m3fn", x, handle)
         if exponents is None:
             exponents = _arrays.empty((batch, heads, blocks), "int8", x, handle)
         ct = _adapt(codes, "codes", handle, keep, writable=True)
         et = _adapt(exponents, "exponents", handle, keep, writable=True)
-        if ct.dtype != "float8_e4m3fn" or ct.shape != xt.shape:
+        if prepared:
+            _check_prepared_out(ct, "codes", batch, seqlen, heads, dim)
+        elif ct.dtype != "float8_e4m3fn" or ct.shape != xt.shape:
             raise ValueError(f"codes must be float8_e4m3fn of x's shape {xt.shape}, got {ct.dtype} {ct.shape}")
         if et.dtype != "int8" or et.shape != (batch, heads, blocks) or not et.is_contiguous():
             raise ValueError(f"exponents must be contiguous int8 of shape (batch, heads, ceil(seq / block)) = "
@@ -272,12 +282,23 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, cod
         _check_same_device(keep, device, "x")
         params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=seqlen, heads=heads,
                                 dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], code_max=code_max,
-                                **extra)
-        for prefix, strides in (("x", xt.strides), ("codes", ct.strides)):
+                                codes_layout=_V_LAYOUTS[layout], **extra)
+        # a prepared output (batch, heads, dim, positions) as the ABI's (batch, seq, heads, dim) strides
+        codes_strides = (ct.strides[0], ct.strides[3], ct.strides[1], ct.strides[2]) if prepared else ct.strides
+        for prefix, strides in (("x", xt.strides), ("codes", codes_strides)):
             for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
                 setattr(params, f"{prefix}_stride_{axis}", stride)
         _check(library.flashprefill_quantize(ctypes.byref(params), handle), library)
-    return codes, BlockScales(exponents, block)
+    return (PreparedV(codes, seqlen) if prepared else codes), BlockScales(exponents, block)
+
+
+def _check_prepared_out(t, name, batch, seqlen, heads, dim):
+    """A v output in the prepared layout: float8_e4m3fn (batch, heads, dim, >= positions(seq)), rows contiguous."""
+    if t.dtype != "float8_e4m3fn" or len(t.shape) != 4 or t.shape[:3] != (batch, heads, dim) or \
+            t.shape[3] < prepared_v.positions(seqlen) or t.strides[3] != 1:
+        raise ValueError(f"{name} must be float8_e4m3fn (batch, heads, dim, >= seq rounded up to 16) = "
+                         f"{(batch, heads, dim, prepared_v.positions(seqlen))} with each row contiguous, got "
+                         f"{t.dtype} {t.shape} with strides {t.strides}")
 
 
 def prepare_v(v, *, out=None, stream=None):
@@ -297,11 +318,7 @@ def prepare_v(v, *, out=None, stream=None):
         if out is None:
             out = _arrays.empty((batch, heads, dim, prepared_v.positions(seqlen)), "float8_e4m3fn", v, handle)
         ot = _adapt(out, "out", handle, keep, writable=True)
-        if ot.dtype != "float8_e4m3fn" or len(ot.shape) != 4 or ot.shape[:3] != (batch, heads, dim) or \
-                ot.shape[3] < prepared_v.positions(seqlen) or ot.strides[3] != 1:
-            raise ValueError(f"out must be float8_e4m3fn (batch, heads, dim, >= seq rounded up to 16) = "
-                             f"{(batch, heads, dim, prepared_v.positions(seqlen))} with each row contiguous, got "
-                             f"{ot.dtype} {ot.shape} with strides {ot.strides}")
+        _check_prepared_out(ot, "out", batch, seqlen, heads, dim)
         _check_same_device(keep, device, "v")
         params = PrepareVParams(v=vt.ptr, prepared=ot.ptr, batch=batch, seqlen=seqlen, heads=heads, dim=dim,
                                 prepared_stride_batch=ot.strides[0], prepared_stride_head=ot.strides[1],
@@ -326,7 +343,8 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     scores="fp16": q's codes within the bound of attention's float16 scores (±1.125 at dim 128, ±0.75 at 192: its
     factor amax / bound, or its blocks' exponents for that bound) and scores="fp16" in the dict, so that
     attention(**prepared) takes them. "fp32": q's codes up to 448, float32 scores.
-    v_layout="prepared": v as a PreparedV (prepare_v), which the Hopper kernels load without transposing it.
+    v_layout="prepared": v as a PreparedV, which the Hopper kernels load without transposing it (written in that
+    layout by the quantizer itself where per_block is a multiple of 16 tokens, else by prepare_v).
     scores="auto", v_layout="auto" (the defaults): the fastest the library serving q's device runs with these
     scales: on Hopper (the CUDA build) float16 scores where per_block is a multiple of 384 tokens or None (the
     kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with probabilities="fp16".
@@ -344,8 +362,8 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
         raise ValueError("probabilities='fp16' takes float32 scores and v in its default layout, got "
                          f"scores={scores!r}, v_layout={v_layout!r}")
     scores, v_layout = _resolve_auto(q, per_block, probabilities, scores, v_layout)
-    out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores)
-    if v_layout == "prepared":
+    out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout)
+    if v_layout == "prepared" and not isinstance(out["v"], PreparedV):
         out["v"] = prepare_v(out["v"])
     if probabilities == "fp16":
         out["probabilities"] = probabilities
@@ -369,18 +387,22 @@ def _resolve_auto(q, per_block, probabilities, scores, v_layout):
     return scores, v_layout
 
 
-def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores):
+def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout):
+    """quantize_qkv's codes and descales; v as a PreparedV where the quantizer writes that layout itself (v_layout
+    "prepared", blocks of a multiple of 16 tokens), else as every tensor."""
     q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
     out = {"scores": scores} if scores == "fp16" else {}
     if per_block is not None:
         signs = _device_signs(q.shape[-1], seed, q) if rotate else None
+        v_prepared = v_layout == "prepared" and per_block % 16 == 0
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not _is_dtype(x, ("bfloat16", "float32")):
                 x = x.float() if _arrays.is_torch(x) else x.astype("float32")
             mean = _key_mean(x) if name == "k" and smooth_k else None
-            out[name], out[f"{name}_descale"] = quantize_fp8(x, per_block, signs=None if name == "v" else signs,
-                                                             subtract=mean,
-                                                             code_max=q_code_max if name == "q" else fp8.E4M3_MAX)
+            out[name], out[f"{name}_descale"] = quantize_fp8(
+                x, per_block, signs=None if name == "v" else signs, subtract=mean,
+                code_max=q_code_max if name == "q" else fp8.E4M3_MAX,
+                layout="prepared" if name == "v" and v_prepared else "default")
         return out
     torch_inputs = _arrays.is_torch(q)
     if torch_inputs:
