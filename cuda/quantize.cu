@@ -112,6 +112,21 @@ __device__ __forceinline__ void store_parts(uint8_t *row, int row_lane, const ui
     }
 }
 
+// The same into a row whose 16-byte chunk c lies at chunk (c + rotation) % (kDim / 16) (the prepared encoder's rows
+// in shared memory; a lane's part is at most one chunk).
+template <int kDim, int kFirstSlot>
+__device__ __forceinline__ void store_parts_rotated(uint8_t *row, int row_lane, const uint8_t *codes, int rotation)
+{
+    using L = RowLayout<kDim>;
+    if constexpr (kFirstSlot < L::kSlots) {
+        constexpr int kPerLane = L::part_size(kFirstSlot) / L::kLanes;
+        static_assert(16 % kPerLane == 0, "a lane's part lies within one chunk");
+        const int e = L::element(kFirstSlot, row_lane);
+        store_codes<kPerLane>(row + (e / 16 + rotation) % (kDim / 16) * 16 + e % 16, codes + kFirstSlot);
+        store_parts_rotated<kDim, kFirstSlot + kPerLane>(row, row_lane, codes, rotation);
+    }
+}
+
 // y = H diag(signs) (x - subtract) of token rows of one (batch, head), in float32 with the butterflies of the
 // numpy model (prepare.transform) in its order. A missing subtract subtracts 0 (exact); without signs, no H.
 template <int kDim>
@@ -350,31 +365,35 @@ __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_consta
 // The key at position p of a prepared row's group of 16 (FLASHPREFILL_V_LAYOUT_PREPARED; as prepare_v.cu).
 __device__ __forceinline__ int prepared_key_at(int p) { return 2 * (p / 4) + (p & 1) + 8 * (p % 4 / 2); }
 
-// encode_blocks' shared memory: for the prepared layout, two buffers of one set's codes [row of the set][dim].
-template <bool kPrepared, int kRowsPerSet, int kDim>
+// encode_blocks' shared memory: for the prepared layout, two buffers of kRows tokens' codes [row][dim].
+template <bool kPrepared, int kRows, int kDim>
 struct SetCodes {
-    alignas(16) uint8_t rows[2][kRowsPerSet][kDim];
+    alignas(16) uint8_t rows[2][kRows][kDim];
 };
-template <int kRowsPerSet, int kDim>
-struct SetCodes<false, kRowsPerSet, kDim> {};
+template <int kRows, int kDim>
+struct SetCodes<false, kRows, kDim> {};
 
 // Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
 // it rounds once), round to nearest even, saturating at 448. kPrepared: written in FLASHPREFILL_V_LAYOUT_PREPARED
-// (codes_stride_dim the row pitch, positions contiguous): each set of rows goes through shared memory (two
-// buffers, one barrier a set) and leaves as 16-byte groups of 16 positions, 4 dims of one group a thread;
-// positions of keys past seqlen in the last group are 0. Needs block_tokens a multiple of 16 (a group within one
-// block).
+// (codes_stride_dim the row pitch, positions contiguous): kFlushRows tokens at a time go through shared memory
+// (two buffers, one barrier each), their 16-byte chunks rotated by group of 16 rows so that the reads below
+// spread over the banks, then leave as rows of kFlushRows positions, a thread 4 dims of one group (read as 16
+// words, 4 dims of one key each, and transposed by byte permutes); positions of keys past seqlen in the last group
+// are 0. Needs block_tokens a multiple of 16 (a group within one block).
 template <int kDim, class T, bool kPrepared>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
     constexpr int kRowsPerSet = kWarps * L::kRowsPerWarp;
-    constexpr int kGroupsPerSet = kRowsPerSet / 16;
-    static_assert(kRowsPerSet % 16 == 0, "a set of rows is whole groups of 16 positions");
-    __shared__ SetCodes<kPrepared, kRowsPerSet, kDim> set_codes;
+    constexpr int kFlushRows = kDim <= 128 ? 128 : 64;  // 2 x kFlushRows x kDim <= 32 KiB a CTA
+    constexpr int kSetsPerFlush = kFlushRows / kRowsPerSet;
+    constexpr int kGroupsPerFlush = kFlushRows / 16, kChunks = kDim / 16;
+    static_assert(kFlushRows % kRowsPerSet == 0 && kRowsPerSet % 16 == 0, "flushes of whole sets of whole groups");
+    __shared__ SetCodes<kPrepared, kFlushRows, kDim> flush_codes;
     const int row_lane = threadIdx.x % L::kLanes;
     const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
     const int first = first_token(a), end = end_token(a);
+    const int sets = (end - first + kRowsPerSet - 1) / kRowsPerSet;  // every warp's (kCtaUniformSets)
     uint8_t *codes_bh = a.codes + blockIdx.z * a.codes_stride_batch + blockIdx.y * a.codes_stride_head;
     for_each_row<kDim, T, kPrepared>(a, [&](const RowTransform<kDim> &transform, int set, int token, bool valid,
                                             const float (&y)[L::kSlots]) {
@@ -394,16 +413,20 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
         if constexpr (!kPrepared) {
             store_parts<kDim, 0>(codes_bh + token * a.codes_stride_seq, row_lane, codes);
         } else {
-            uint8_t(&rows)[kRowsPerSet][kDim] = set_codes.rows[set % 2];
-            store_parts<kDim, 0>(rows[token - first - set * kRowsPerSet], row_lane, codes);
+            const int flush = set / kSetsPerFlush, flush_first = first + flush * kFlushRows;
+            uint8_t(&rows)[kFlushRows][kDim] = flush_codes.rows[flush % 2];
+            const int row = token - flush_first;
+            store_parts_rotated<kDim, 0>(rows[row], row_lane, codes, row / 16);
+            if (set % kSetsPerFlush != kSetsPerFlush - 1 && set != sets - 1)
+                return;
             __syncthreads();
-            const int set_first = first + set * kRowsPerSet;
-            // a piece: 4 dims x one group of 16 positions, read as 16 words (4 dims of one key each) and transposed
-            // by byte permutes into 4 rows of 16 positions
-            for (int piece = threadIdx.x; piece < kDim / 4 * kGroupsPerSet; piece += kThreads) {
-                const int dim4 = piece % (kDim / 4), group = piece / (kDim / 4);
-                if (set_first + 16 * group >= end)  // the next block's keys, or none
+            for (int piece = threadIdx.x; piece < kDim / 4 * kGroupsPerFlush; piece += kThreads) {
+                // groups fastest: a warp's stores fill whole rows of kFlushRows positions (dims fastest, each
+                // 16 bytes of a different row, measured 1.6x slower)
+                const int group = piece % kGroupsPerFlush, dim4 = piece / kGroupsPerFlush;
+                if (flush_first + 16 * group >= end)  // the next block's keys, or none
                     continue;
+                const int word_offset = (dim4 / 4 + group) % kChunks * 16 + dim4 % 4 * 4;  // of the rotated chunk
                 uint32_t out[4][4];  // [dim of the 4][word of the 16 positions]
 #pragma unroll
                 for (int w = 0; w < 4; ++w) {
@@ -411,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
 #pragma unroll
                     for (int i = 0; i < 4; ++i)
                         key[i] = *reinterpret_cast<const uint32_t *>(
-                            &rows[16 * group + prepared_key_at(4 * w + i)][4 * dim4]);
+                            &rows[16 * group + prepared_key_at(4 * w + i)][word_offset]);
                     // a 4 x 4 byte transpose: pairs of keys interleaved, then pairs of pairs
                     const uint32_t lo01 = __byte_perm(key[0], key[1], 0x5140);
                     const uint32_t hi01 = __byte_perm(key[0], key[1], 0x7362);
@@ -422,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
                 }
 #pragma unroll
                 for (int c = 0; c < 4; ++c)
-                    *reinterpret_cast<uint4 *>(codes_bh + (4 * dim4 + c) * a.codes_stride_dim + set_first +
+                    *reinterpret_cast<uint4 *>(codes_bh + (4 * dim4 + c) * a.codes_stride_dim + flush_first +
                                                16 * group) = make_uint4(out[c][0], out[c][1], out[c][2], out[c][3]);
             }
         }
