@@ -36,6 +36,7 @@
 #include "fp8_transpose.cuh"
 #include "fp8_widen.cuh"
 #include "fwd_config.cuh"
+#include "o_store.cuh"
 #include "ptx.cuh"
 #include "softmax.cuh"
 #include "work_order.cuh"
@@ -897,23 +898,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (consumer_index == 0)
         take_turn();  // takes consumer 1's last hand-over, so none is left pending
 
-    // Epilogue: O / rowsum (times the fp8 V descale and O's unit), bf16, straight from registers.
+    // Epilogue: O / rowsum (times the fp8 V descale and O's unit), bf16, from registers 16 bytes a store (o_store.cuh).
     const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
         const float sum = Config::kPCodes ? row_sum[h] : quad_sum(row_sum[h]);
-        if (query >= args.seqlen_q)
-            continue;
+        const bool in_range = query < args.seqlen_q;
         const float inv = v_descale / sum;
-        __nv_bfloat16 *row = args.out + batch * args.out_stride_batch + query * args.out_stride_seq +
+        __nv_bfloat16 *row = args.out + batch * args.out_stride_batch +
+                             static_cast<int64_t>(in_range ? query : 0) * args.out_stride_seq +
                              head * args.out_stride_head;
+        uint32_t packed[kAccRegs / 4];
 #pragma unroll
-        for (int j = 0; j < kAccRegs / 4; ++j) {
-            const uint32_t packed = ptx::cvt_rn_bf16x2_f32(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-            *reinterpret_cast<uint32_t *>(row + acc_col(4 * j, lane)) = packed;
-        }
-        if (args.lse != nullptr && lane % 4 == 0) {
+        for (int j = 0; j < kAccRegs / 4; ++j)
+            packed[j] = ptx::cvt_rn_bf16x2_f32(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+        store_row_bf16(row, packed, lane, in_range);
+        if (in_range && args.lse != nullptr && lane % 4 == 0) {
             const float max_used = online_max.row_max[h] == -INFINITY ? 0.0f : online_max.row_max[h];
             args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] =
                 log_sum_exp(max_used, Input::kPOffsetLog2, sum);

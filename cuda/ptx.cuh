@@ -38,6 +38,14 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint32_t (&v)[
                  : "memory");
 }
 
+// st.global.v4.b32: 16 bytes at a 16-byte aligned global address, as one store (STG.E.128; from C++ ptxas may split a
+// uint4 store whose registers it did not allocate as an aligned quad).
+__device__ __forceinline__ void st_global_v4(void *ptr, const uint32_t (&v)[4])
+{
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+}
+
 // ldmatrix.sync.aligned.m8n8.x4.shared.b16 (9.7.9.26): four 8x8 matrices of 16-bit elements; lane t gives
 // the address of row t % 8 of matrix t / 8 and receives, of each matrix i in r[i], row t / 4, elements
 // 2 (t % 4) and 2 (t % 4) + 1: exactly the A fragment of an m16n8k16 / wgmma k16 step (also of fp8 k32,

@@ -97,6 +97,16 @@ def test_no_local_memory(sass, dtype):
     assert not local, f"{dtype} kernel uses local memory ({len(local)} LDL/STL)"
 
 
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_o_stored_16_bytes_a_store(sass, dtype):
+    """O leaves in 16-byte stores, 8 a thread (2 rows x 128 columns of bf16, after the quad transposes of
+    o_store.cuh); the only 4-byte global stores are the two of the log-sum-exp. A uint4 store whose registers ptxas
+    does not allocate as an aligned quad it splits into four, which would undo the gain."""
+    body = _kernel(sass, dtype)
+    wide, narrow = re.findall(r"\bSTG\.E\.128\b", body), re.findall(r"\bSTG\.E\b(?!\.)", body)
+    assert (len(wide), len(narrow)) == (8, 2), f"{dtype}: {len(wide)} STG.E.128 and {len(narrow)} STG.E"
+
+
 def test_ptxas_report_clean():
     report = PTXAS_REPORT.read_text()
     assert "Compiling entry function" in report, "the ptxas report is empty: was -Xptxas -v dropped?"
