@@ -367,11 +367,11 @@ __device__ __forceinline__ int prepared_key_at(int p) { return 2 * (p / 4) + (p 
 
 // encode_blocks' shared memory: for the prepared layout, two buffers of kRows tokens' codes [row][dim].
 template <bool kPrepared, int kRows, int kDim>
-struct SetCodes {
+struct FlushCodes {
     alignas(16) uint8_t rows[2][kRows][kDim];
 };
 template <int kRows, int kDim>
-struct SetCodes<false, kRows, kDim> {};
+struct FlushCodes<false, kRows, kDim> {};
 
 // Grid (blocks, heads, batch): codes = e4m3(y * 2^-e) (the product is exact but for float32 subnormals, where
 // it rounds once), round to nearest even, saturating at 448. kPrepared: written in FLASHPREFILL_V_LAYOUT_PREPARED
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
     constexpr int kSetsPerFlush = kFlushRows / kRowsPerSet;
     constexpr int kGroupsPerFlush = kFlushRows / 16, kChunks = kDim / 16;
     static_assert(kFlushRows % kRowsPerSet == 0 && kRowsPerSet % 16 == 0, "flushes of whole sets of whole groups");
-    __shared__ SetCodes<kPrepared, kFlushRows, kDim> flush_codes;
+    __shared__ FlushCodes<kPrepared, kFlushRows, kDim> flush_codes;
     const int row_lane = threadIdx.x % L::kLanes;
     const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
     const int first = first_token(a), end = end_token(a);
