@@ -373,6 +373,9 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
 # The block sizes of BlockScales that the float16-score kernels take: a multiple of their 192-key tiles and of
 # 128 query rows (kFp8BlockTokensMultiple<dim_qk, 128, 192> in cuda/fwd_launch.cu).
 _F16_SCORES_BLOCK_TOKENS_MULTIPLE = 384
+# The block sizes for which the quantizer writes v's codes in the prepared layout itself: whole groups of 16 keys
+# (flashprefill_quantize_params.codes_layout); others take prepare_v after it.
+_PREPARED_BLOCK_TOKENS_MULTIPLE = 16
 
 
 def _resolve_auto(q, per_block, probabilities, scores, v_layout):
@@ -394,7 +397,7 @@ def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout):
     out = {"scores": scores} if scores == "fp16" else {}
     if per_block is not None:
         signs = _device_signs(q.shape[-1], seed, q) if rotate else None
-        v_prepared = v_layout == "prepared" and per_block % 16 == 0
+        v_prepared = v_layout == "prepared" and per_block % _PREPARED_BLOCK_TOKENS_MULTIPLE == 0
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not _is_dtype(x, ("bfloat16", "float32")):
                 x = x.float() if _arrays.is_torch(x) else x.astype("float32")
