@@ -92,7 +92,7 @@ static_assert(e4m3_magnitude(f16_scores_q_code_max(128)) == 1.125 && e4m3_magnit
 
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
           flashprefill_probabilities kProbabilities = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT, bool kVPreparedLayout = false>
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_FP32, bool kVPreparedLayout = false>
 struct FwdConfig {
     using Input = InputType<kDtype>;
     static constexpr bool kIsFp8 = kDtype == FLASHPREFILL_DTYPE_FP8_E4M3;

@@ -111,7 +111,7 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
 // Every kernel, and the e4m3-code ones again for v in FLASHPREFILL_V_LAYOUT_PREPARED (FwdConfig::kVPrepared).
 template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
           flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScores = FLASHPREFILL_SCORES_DEFAULT>
+          flashprefill_scores kScores = FLASHPREFILL_SCORES_FP32>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
     using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores>;
@@ -164,7 +164,7 @@ static_assert(kFp8BlockTokensMultiple<128, 128> == 128 && kFp8BlockTokensMultipl
 
 constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
 constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
-constexpr flashprefill_scores kF32S = FLASHPREFILL_SCORES_DEFAULT;
+constexpr flashprefill_scores kF32S = FLASHPREFILL_SCORES_FP32;
 constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 // The v layouts a kernel reads: every e4m3-code kernel also a prepared v (FwdConfig::kVPrepared).
 constexpr uint32_t kVDefault = 1u << FLASHPREFILL_V_LAYOUT_DEFAULT;
@@ -176,18 +176,19 @@ constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
 // or float16 probabilities. fp8 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales whose
 // blocks are not a multiple of 384 tokens take the 128-key kernels. Float16 scores (FLASHPREFILL_SCORES_FP16) have
-// kernels of their own at 192 keys, which fall back to float32 scores per group of 64 query rows.
+// kernels of their own at 192 keys, which fall back to float32 scores per group of 64 query rows; listed before
+// their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT takes where both fit.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
-    {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_hd128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      fp::kFp8Descales, fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
      fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192, fp::kF16S>},
+    {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
+     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
      fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
@@ -197,13 +198,13 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
-    {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_qk192_v128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
      fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
      fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192, fp::kF16S>},
+    {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
+     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
+     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
     {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
      fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
      fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 6
+#define FLASHPREFILL_VERSION_MINOR 7
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -64,9 +64,12 @@ typedef enum flashprefill_probabilities {
                                                the inputs' e4m3 rounding */
 } flashprefill_probabilities;
 
-/* How S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities; bf16 inputs take DEFAULT only). */
+/* How S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities; bf16 inputs' scores are float32). */
 typedef enum flashprefill_scores {
-    FLASHPREFILL_SCORES_DEFAULT = 0, /* float32 */
+    FLASHPREFILL_SCORES_DEFAULT = 0, /* the faster of the two this build has for the params: FP16 where a
+                                        float16-score kernel takes them (Hopper, fp8 with DEFAULT
+                                        probabilities, descales as FP16 lists), else FP32; the two measure
+                                        within 1% of each other end to end from float inputs (README) */
     FLASHPREFILL_SCORES_FP16 = 1,    /* float16, which cannot overflow once q's codes lie within +-1.125
                                         (dim_qk 128) or +-0.75 (dim_qk 192): for every group of 64 query rows
                                         whose codes pass that bound, the kernel divides them by the least power
@@ -77,6 +80,7 @@ typedef enum flashprefill_scores {
                                         with the range of the scores. Kernels with
                                         192-key tiles only: descales NONE, PER_TENSOR, PER_HEAD, or PER_BLOCK
                                         with blocks of a multiple of 384 tokens; others are NOT_SUPPORTED */
+    FLASHPREFILL_SCORES_FP32 = 2,    /* float32 */
 } flashprefill_scores;
 
 /* How v's elements are laid out in memory. */

@@ -59,7 +59,8 @@ static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale 
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
     return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
-           e->dim_v == p->dim_v && e->probabilities == p->probabilities && e->scores == p->scores &&
+           e->dim_v == p->dim_v && e->probabilities == p->probabilities &&
+           (p->scores == FLASHPREFILL_SCORES_DEFAULT || e->scores == p->scores) &&
            (e->v_layouts & (1u << (unsigned)p->v_layout)) && accepts_descale(e, &p->q_descale) &&
            accepts_descale(e, &p->k_descale) && accepts_descale(e, &p->v_descale);
 }
@@ -90,7 +91,9 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
                 dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
                 (int)p->k_descale.kind, (int)p->v_descale.kind,
                 p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 ? "FP16" : "DEFAULT",
-                p->scores == FLASHPREFILL_SCORES_FP16 ? "FP16" : "DEFAULT",
+                p->scores == FLASHPREFILL_SCORES_FP16   ? "FP16"
+                : p->scores == FLASHPREFILL_SCORES_FP32 ? "FP32"
+                                                        : "DEFAULT",
                 p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED ? "PREPARED" : "DEFAULT", fp_backend_kernel_count);
     return NULL;
 }

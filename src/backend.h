@@ -30,7 +30,9 @@ typedef struct fp_kernel_entry {
     uint32_t descale_kinds;      /* FP_DESCALE_BIT() of each kind accepted (q, k and v alike) */
     int32_t block_tokens_multiple; /* PER_BLOCK: block_tokens must be a multiple of this (its KV tile) */
     flashprefill_probabilities probabilities; /* the one it computes */
-    flashprefill_scores scores;    /* the one it was asked for: FP16 kernels fall back to float32 per row group */
+    flashprefill_scores scores;    /* FP32 or FP16, the one it computes (FP16 kernels fall back to float32 per
+                                      row group); params asking for DEFAULT take the first entry that fits, so
+                                      a table lists an FP16 kernel before the FP32 one it speeds up */
     uint32_t v_layouts;            /* bit (1u << layout) of each flashprefill_v_layout it reads */
     fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;

@@ -237,11 +237,12 @@ flashprefill_status fp_validate(const flashprefill_params *p)
     if (p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 && p->in_dtype != FLASHPREFILL_DTYPE_FP8_E4M3)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                        "probabilities FP16 is an fp8 option: bf16 inputs take DEFAULT (their P is bf16)");
-    if (p->scores != FLASHPREFILL_SCORES_DEFAULT && p->scores != FLASHPREFILL_SCORES_FP16)
+    if (p->scores != FLASHPREFILL_SCORES_DEFAULT && p->scores != FLASHPREFILL_SCORES_FP16 &&
+        p->scores != FLASHPREFILL_SCORES_FP32)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "scores = %d is not a flashprefill_scores", (int)p->scores);
     if (p->scores == FLASHPREFILL_SCORES_FP16 && p->in_dtype != FLASHPREFILL_DTYPE_FP8_E4M3)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
-                       "scores FP16 is an fp8 option: bf16 inputs take DEFAULT (float32 scores)");
+                       "scores FP16 is an fp8 option: bf16 inputs take DEFAULT or FP32 (float32 scores)");
 
     if (p->out_dtype != FLASHPREFILL_DTYPE_BF16)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "out_dtype fp8 is reserved: only bf16 output exists");

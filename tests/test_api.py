@@ -66,22 +66,25 @@ def test_probabilities():
 
 
 def test_scores():
-    """fp8 takes "fp32" or "fp16"; bf16 only "fp32" (the library's error), fp16 scores only beside e4m3 probabilities
-    and the 192-key kernels (NOT_SUPPORTED otherwise); anything else is Python's."""
+    """fp8 takes "default", "fp32" or "fp16"; bf16 "default" or "fp32" (fp16 is the library's error), fp16 scores only
+    beside e4m3 probabilities and the 192-key kernels (NOT_SUPPORTED otherwise); anything else is Python's."""
     assert fp.supports(*arrays("float8_e4m3fn"), scores="fp16") in (True, False)
+    for scores in ("default", "fp32"):
+        assert fp.supports(*arrays(), scores=scores) in (True, False)
     with pytest.raises(fp.Error, match="scores FP16 is an fp8 option") as info:
         fp.supports(*arrays(), scores="fp16")
     assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
     for bad in ("f16", "FP16", None, 1):
-        with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32'\]"):
+        with pytest.raises(ValueError, match=r"scores must be one of \['default', 'fp16', 'fp32'\]"):
             fp.supports(*arrays("float8_e4m3fn"), scores=bad)
 
 
 def test_quantize_qkv_arguments():
     """quantize_qkv's scores, v_layout and probabilities, checked before any device work."""
     q, k, v = arrays("float32")
-    with pytest.raises(ValueError, match=r"scores must be one of \['fp16', 'fp32', 'auto'\]"):
-        fp.quantize_qkv(q, k, v, scores="f16")
+    for bad in ("f16", "default"):
+        with pytest.raises(ValueError, match="scores must be 'auto', 'fp16' or 'fp32'"):
+            fp.quantize_qkv(q, k, v, scores=bad)
     with pytest.raises(ValueError, match="v_layout must be 'auto', 'default' or 'prepared'"):
         fp.quantize_qkv(q, k, v, v_layout="transposed")
     with pytest.raises(ValueError, match=r"probabilities must be one of \['default', 'fp16'\]"):

@@ -27,6 +27,6 @@ def test_paired_ratio_is_the_median_of_per_round_ratios():
 def test_markdown_has_the_ratio_table_and_the_unavailable_peers():
     text = bench_report.markdown([_shape("hd128 16k", [1.0, 2.0, 3.0], [1.2, 2.0, 3.3])], "a GPU")
     assert "| hd128 16k | 1.10 [1.00, 1.20] | 1.10 [1.00, 1.20] | — | — | — | — | — | — | — | — | — | — |" in text
-    assert "| shape | fp8 per call | fp8 back to back | fp8 V prepared per call |" in text
+    assert "| shape | fp8 fp32 scores per call | fp8 fp32 scores back to back | fp8 fp32 scores V prepared per call |" in text
     assert "| hd128 16k | 900 ±1% | 800 ±1% | — |" in text
     assert "- hd128 16k, FA3 bf16: not in this test" in text

@@ -223,7 +223,7 @@ def _check_fp8(problem, shape, dims, causal, seed):
     (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
     out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
+    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp32")
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
     err = _rel_l2(out, ref)
@@ -439,6 +439,28 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@pytest.mark.parametrize("descales, chosen", [("per_head", "fp16"), ("per_block384", "fp16"), ("per_block128", "fp32")])
+def test_default_scores_take_float16_where_a_kernel_has_them(descales, chosen, dims):
+    """scores="default" (attention's default) runs float16 scores where the 192-key kernels take the descales and
+    float32 scores elsewhere: its output equals the chosen option's bit for bit, and, where both run, differs from
+    the other's; supports() agrees. FA3-style codes, so the float16 kernels shrink q's codes as well."""
+    seed = _seed()
+    shape = (1, 500, 500, 4, 2)
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = _fp8_problem(shape, dims, descales, seed)
+    kwargs = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+    default, spelled = fp.attention(q8, k8, v8, **kwargs), fp.attention(q8, k8, v8, scores=chosen, **kwargs)
+    other = "fp32" if chosen == "fp16" else "fp16"
+    has_other = fp.supports(q8, k8, v8, scores=other, **kwargs)
+    assert has_other == (chosen == "fp16") and fp.supports(q8, k8, v8, **kwargs)
+    torch.cuda.synchronize()
+    assert torch.isfinite(default).all() and torch.equal(default, spelled), \
+        f"seed {seed}: the default differs from scores={chosen!r}"
+    if has_other:
+        assert not torch.equal(default, fp.attention(q8, k8, v8, scores=other, **kwargs)), \
+            f"seed {seed}: scores={other!r} gave the default's output"
+
+
 def _extreme_scores_problem(case, seed):
     """hd128 (batch 1, 300 tokens, 4 / 2 heads), q's codes within float16 scores' bound. "max_beyond_256": every
     score carries a common 350 log2 units (q's last dim code 0.875, k's 448, per-tensor descales 1 and 7; k's
@@ -559,7 +581,7 @@ def test_long_sequence_128k(dtype):
         (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q, k, v))
         p16 = dtype == "fp8-p16"
         fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd,
-                     probabilities="fp16" if p16 else "default")
+                     probabilities="fp16" if p16 else "default", scores="fp32")
         ref = _sampled_reference(qx, kx, vx, rows)
         floor = _sampled_reference(qx, kx, vx, rows, round_p=torch.float16 if p16 else torch.float8_e4m3fn)
         bound = 1.5 * _rel_l2(floor, ref.cpu().numpy())
@@ -578,7 +600,7 @@ def test_fp8_probability_codes_bit_exact(causal):
     softmax_scale = 0.25
     q8, k8, v8 = (torch.from_numpy(c).cuda().view(torch.float8_e4m3fn) for c in (q_codes, k_codes, v_codes))
     out = _poisoned(1, seq, heads, 128)
-    fp.attention(q8, k8, v8, causal=causal, softmax_scale=softmax_scale, out=out)
+    fp.attention(q8, k8, v8, causal=causal, softmax_scale=softmax_scale, out=out, scores="fp32")
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), f"seed {seed}: unwritten output elements"
     # the kernel's score scale: f32(scale) * f32(log2 e)
@@ -600,7 +622,7 @@ def test_fp8_long_flat_attention(pipeline):
         out = _poisoned(1, seq, 1, 128)
         if pipeline == "fp32_scores":
             (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(x, False, 1) for x in (q, k, v))
-            fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd)
+            fp.attention(q8, k8, v8, out=out, q_descale=qd, k_descale=kd, v_descale=vd, scores="fp32")
         else:
             prepared = fp.quantize_qkv(q, k, v, rotate=False)
             assert prepared["scores"] == "fp16" and isinstance(prepared["v"], fp.PreparedV)

@@ -220,7 +220,7 @@ def test_quantize_qkv_per_block_is_the_model(rng):
 def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     """fp.quantize_qkv(scores="fp16") (rotated; per-head factors or 384-token blocks): q's codes within float16
     scores' bound, its factors those of the host model (blocks: its codes and exponents, bit for bit), k's and v's as
-    without the option, and scores="fp16" in the dict; attention(**prepared) then runs float16 scores (its output
+    without the option, and scores="fp16" in the dict ("fp32" in the other's); attention(**prepared) then runs float16 scores (its output
     differs from the float32-score pipeline's) within 1.05x that pipeline's end-to-end error."""
     from flashprefill import reference
     shape_q, shape_kv = (1, 700, 8, dim_qk), (1, 700, 2, dim_qk)
@@ -231,7 +231,7 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     plain = fp.quantize_qkv(q, k, v, seed=seed, per_block=per_block, scores="fp32", v_layout="default")
     bound = fp8.f16_scores_q_code_max(dim_qk)
     model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound, per_block=per_block)
-    assert prepared["scores"] == "fp16" and "scores" not in plain
+    assert prepared["scores"] == "fp16" and plain["scores"] == "fp32"
     q_codes = prepared["q"].view(torch.uint8).cpu().numpy()
     assert np.abs(fp8.e4m3_decode(q_codes)).max() <= bound
     if per_block is None:
@@ -270,7 +270,7 @@ def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_
     auto = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, **blocks)
     spelled = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, scores=scores, v_layout=v_layout,
                               per_block=384 if per_block == "unset" else per_block)
-    assert auto.get("scores", "fp32") == scores and auto.get("probabilities", "default") == probabilities
+    assert auto["scores"] == scores and auto.get("probabilities", "default") == probabilities
     assert isinstance(auto["v"], fp.PreparedV) == (v_layout == "prepared")
     if v_layout == "prepared":  # written so by the quantizer (blocks) or by prepare_v (per-head factors): the same
         plain = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, v_layout="default", **blocks)

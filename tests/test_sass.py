@@ -21,8 +21,8 @@ PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
 KERNELS = {f"{kind} {shape}{' prepared-v' if prepared else ''}":
            f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
            f"L19flashprefill_scores{scores}ELb{prepared}E"
-           for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 0), ("fp8", 2, 0, 128, 0),
-                                                ("fp8-p16", 2, 1, 128, 0), ("fp8-kv192", 2, 0, 192, 0),
+           for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 2), ("fp8", 2, 0, 128, 2),
+                                                ("fp8-p16", 2, 1, 128, 2), ("fp8-kv192", 2, 0, 192, 2),
                                                 ("fp8-f16s", 2, 0, 192, 1))
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))
            for prepared in ((0, 1) if kind in ("fp8", "fp8-kv192", "fp8-f16s") else (0,))}

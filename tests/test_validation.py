@@ -171,7 +171,8 @@ CASES = [
      "probabilities = -1 is not a flashprefill_probabilities"),
     ("bf16 probabilities FP16", valid_params, setter(probabilities=Probabilities.FP16), INVALID,
      "probabilities FP16 is an fp8 option"),
-    ("scores=2", fp8_params, setter(scores=2), INVALID, "scores = 2 is not a flashprefill_scores"),
+    ("scores=3", fp8_params, setter(scores=3), INVALID, "scores = 3 is not a flashprefill_scores"),
+    ("scores=-1", fp8_params, setter(scores=-1), INVALID, "scores = -1 is not a flashprefill_scores"),
     ("v_layout=2", fp8_params, setter(v_layout=2), INVALID, "v_layout = 2 is not a flashprefill_v_layout"),
     ("bf16 v_layout PREPARED", valid_params, setter(v_layout=VLayout.PREPARED), INVALID,
      "v_layout PREPARED holds e4m3 codes for e4m3 probabilities"),
@@ -317,6 +318,16 @@ def test_hopper_float16_scores_kernels(lib, dims, kind, block_tokens, probabilit
     assert got == status, f"{got.name}: {message}"
     if status == NOT_SUPPORTED:
         assert "scores FP16" in message
+    for scores in (Scores.DEFAULT, Scores.FP32):  # float32 scores exist for every row: DEFAULT takes either
+        got, message = supports(lib, with_fields(p, scores=scores))
+        assert got == Status.SUCCESS, f"{scores.name}: {got.name}: {message}"
+
+
+@pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
+@pytest.mark.parametrize("scores", [Scores.DEFAULT, Scores.FP32])
+def test_bf16_takes_float32_scores(lib, dims, scores):
+    got, message = supports(lib, with_fields(valid_params(dim_qk=dims[0], dim_v=dims[1]), scores=scores))
+    assert got == Status.SUCCESS, f"{got.name}: {message}"
 
 
 def test_last_error_cleared_after_success(lib):

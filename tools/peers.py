@@ -29,8 +29,10 @@ def ours_bf16(x):
 
 
 def ours_fp8(x):
+    """FA3's fp8 inputs with float32 scores (scores="fp32"; attention's default takes float16 scores where a kernel
+    has them: the "fp16 scores" peers)."""
     out = _out(x)
-    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"])
+    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"], scores="fp32")
     if not fp.supports(x["q8"], x["k8"], x["v8"], **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel for this shape")
     return lambda: fp.attention(x["q8"], x["k8"], x["v8"], causal=True, out=out, **kw)
@@ -38,9 +40,9 @@ def ours_fp8(x):
 
 def ours_fp8_prepared_v(x, each_call=False):
     """The fp8 inputs with v prepared (prepare_v: the layout the kernels load as V^T without transposing it): once
-    here, or in every call (each_call, its cost included)."""
+    here, or in every call (each_call, its cost included); float32 scores as ours_fp8."""
     out = _out(x)
-    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"])
+    kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"], scores="fp32")
     prepared = fp.prepare_v(x["v8"])
     if not fp.supports(x["q8"], x["k8"], prepared, **kw):
         raise PeerUnavailable("flashprefill has no fp8 kernel for a prepared v of this shape")
@@ -60,8 +62,8 @@ def ours_fp8_fp16_p(x):
 
 
 def ours_fp8_f16_scores(x, prepared_v=False):
-    """scores="fp16" on FA3's inputs (the kernel divides q's codes into float16 scores' bound per 64 rows), v
-    prepared once here where prepared_v."""
+    """scores="fp16" (what attention's default takes here) on FA3's inputs (the kernel divides q's codes into float16
+    scores' bound per 64 rows), v prepared once here where prepared_v."""
     out = _out(x)
     kw = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"], scores="fp16")
     v = fp.prepare_v(x["v8"]) if prepared_v else x["v8"]

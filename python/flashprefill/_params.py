@@ -39,8 +39,9 @@ class Probabilities(enum.IntEnum):
 
 class Scores(enum.IntEnum):
     """flashprefill_scores: how S = Q K^T is accumulated (fp8 inputs with DEFAULT probabilities)."""
-    DEFAULT = 0  # float32
+    DEFAULT = 0  # FP16 where a float16-score kernel takes the params, else FP32
     FP16 = 1     # float16 where q's codes rule out an overflow (|code| <= 1.125 at dim_qk 128, 0.75 at 192)
+    FP32 = 2     # float32
 
 
 class VLayout(enum.IntEnum):

@@ -19,7 +19,7 @@ from .scales import BlockScales, descale
 _IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
 _QUANTIZE_DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
 _PROBABILITIES = {"default": Probabilities.DEFAULT, "fp16": Probabilities.FP16}
-_SCORES = {"fp32": Scores.DEFAULT, "fp16": Scores.FP16}
+_SCORES = {"default": Scores.DEFAULT, "fp16": Scores.FP16, "fp32": Scores.FP32}
 _V_LAYOUTS = {"default": VLayout.DEFAULT, "prepared": VLayout.PREPARED}
 _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
@@ -147,7 +147,7 @@ def _descales(problem, q_descale, k_descale, v_descale, stream, keep):
 
 
 def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-              probabilities="default", scores="fp32", out=None, return_lse=False, stream=None):
+              probabilities="default", scores="default", out=None, return_lse=False, stream=None):
     """Causal (or full) attention forward: out = softmax(softmax_scale · q·kᵀ [masked]) · v.
 
     q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
@@ -160,12 +160,15 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     probabilities: fp8 only. "default": P of P.V as e4m3 codes computed without an exponential (fastest;
     each probability up to 7.55% off). "fp16": P as float16 and V widened exactly to float16, P.V at the 16-bit
     tensor rate: slower, and the error drops to the floor set by rounding the inputs to e4m3.
-    scores: fp8 with default probabilities only. "fp32": S = q·kᵀ accumulated in float32. "fp16": in float16
-    (faster: the row max and the codes on packed halves), which cannot overflow once q's codes lie within ±1.125
-    (dim_qk 128) or ±0.75 (dim_qk 192): a group of 64 query rows whose codes pass that bound has them divided by
-    the least power of two that brings them within it, rounded to e4m3 again (exact but where a code becomes
-    subnormal), its scores' scale multiplied alike. A float16 score is off by up to 2^-11 of its magnitude, so
-    the error grows with the range of the scores; quantize_qkv(scores="fp16") gives codes within the bound. Kernels with 192-key tiles only: descales None, factors, or BlockScales of a multiple of 384 tokens.
+    scores: how S = q·kᵀ is accumulated (fp8 with default probabilities; bf16's is float32). "fp32": in float32.
+    "fp16": in float16 (faster: the row max and the codes on packed halves), which cannot overflow once q's codes
+    lie within ±1.125 (dim_qk 128) or ±0.75 (dim_qk 192): a group of 64 query rows whose codes pass that bound
+    has them divided by the least power of two that brings them within it, rounded to e4m3 again (exact but where
+    a code becomes subnormal), its scores' scale multiplied alike. A float16 score is off by up to 2^-11 of its
+    magnitude, so the kernel's own error grows with the range of the scores; quantize_qkv(scores="fp16") gives
+    codes within the bound. Hopper kernels with 192-key tiles only: descales None, factors, or BlockScales of a
+    multiple of 384 tokens. "default": "fp16" where such a kernel takes the call, else "fp32" (end to end from
+    float inputs the two measure within 1% of each other: README, Accuracy).
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
@@ -196,7 +199,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
 
 
 def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-             probabilities="default", scores="fp32", out=None):
+             probabilities="default", scores="default", out=None):
     """Whether this build has a kernel for attention(q, k, v, ...) with these arguments, without touching the
     GPU or the data. Arguments as attention. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with
     Status.ERROR_INVALID_ARGUMENT when the call could never be valid."""
@@ -348,12 +351,12 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     scores="auto", v_layout="auto" (the defaults): the fastest the library serving q's device runs with these
     scales: on Hopper (the CUDA build) float16 scores where per_block is a multiple of 384 tokens or None (the
     kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with probabilities="fp16".
-    The choice is in the dict ("scores", and v's type). End to end from float inputs, float16 scores measure the
+    The choice is in the dict ("scores" always, and v's type). End to end from float inputs, float16 scores measure the
     same error as float32 ones (README, Accuracy).
     probabilities: the P of the attention these inputs are for, "default" or "fp16" (then also in the dict).
     """
-    if scores not in (*_SCORES, "auto"):
-        raise ValueError(f"scores must be one of {sorted(_SCORES) + ['auto']}, got {scores!r}")
+    if scores not in ("auto", "fp16", "fp32"):
+        raise ValueError(f"scores must be 'auto', 'fp16' or 'fp32', got {scores!r}")
     if v_layout not in ("default", "prepared", "auto"):
         raise ValueError(f"v_layout must be 'auto', 'default' or 'prepared', got {v_layout!r}")
     if probabilities not in _PROBABILITIES:
@@ -394,7 +397,7 @@ def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout):
     """quantize_qkv's codes and descales; v as a PreparedV where the quantizer writes that layout itself (v_layout
     "prepared", blocks of a multiple of 16 tokens), else as every tensor."""
     q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
-    out = {"scores": scores} if scores == "fp16" else {}
+    out = {"scores": scores}
     if per_block is not None:
         signs = _device_signs(q.shape[-1], seed, q) if rotate else None
         v_prepared = v_layout == "prepared" and per_block % _PREPARED_BLOCK_TOKENS_MULTIPLE == 0
