@@ -216,16 +216,24 @@ def test_rows_whose_scores_are_all_below_zero(dtype, causal, dims):
     _check_fp8(tuple(_quantize(x, True, shape[4]) for x in (q, k, v)), shape, dims, causal, seed)
 
 
+def _fp8_poisoned_run(problem, shape, dims, causal, seed, **options):
+    """fp.attention on problem's codes and descales into a poisoned output, with `options`; asserts every element
+    written and finite. Returns what attention returns (out, or (out, lse))."""
+    (q8, qd, _), (k8, kd, _), (v8, vd, _) = problem
+    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
+    result = fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, **options)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    return result
+
+
 def _check_fp8(problem, shape, dims, causal, seed):
     """The fp8 kernel on problem's (codes, descale, dequantized) of q, k, v into poisoned outputs: every element
     written and finite, relative L2 (against float64 attention of the dequantized inputs) within 1.5x the floor of
     rounding P to e4m3 and the output to bf16. Returns (error, report, float64 reference)."""
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
+    _, _, (qx, kx, vx) = zip(*problem)
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
-    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp32")
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    out = _fp8_poisoned_run(problem, shape, dims, causal, seed, scores="fp32")
     err = _rel_l2(out, ref)
     floor = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
     report = reference.error_report(out.float().cpu().numpy(), ref)
@@ -270,14 +278,11 @@ def test_fp8_fp16_probabilities(shape, causal, descales, dims):
     rounded to float16 and the output to bf16, and, where P's rounding shows, at most half the e4m3-P floor the
     default kernel is held to (the point of the option); the LSE as for bf16."""
     seed = _seed()
-    (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = _fp8_problem(shape, dims, descales, seed)
+    problem = _fp8_problem(shape, dims, descales, seed)
+    _, _, (qx, kx, vx) = zip(*problem)
     ref, ref_lse = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal,
                                                  return_lse=True)
-    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    _, lse = fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out,
-                          probabilities="fp16", return_lse=True)
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    out, lse = _fp8_poisoned_run(problem, shape, dims, causal, seed, probabilities="fp16", return_lse=True)
     err = _rel_l2(out, ref)
     floor16 = _rel_l2(_p_rounding_floor(qx, kx, vx, causal, torch.float16).to(torch.bfloat16), ref)
     floor8 = _rel_l2(_p_rounding_floor(qx, kx, vx, causal).to(torch.bfloat16), ref)
@@ -347,10 +352,7 @@ def test_fp8_float16_scores(shape, causal, descales, dims):
     problem = _small_q(_fp8_problem(shape, dims, descales, seed), dims, heads_kv)
     (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
-    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    out = _fp8_poisoned_run(problem, shape, dims, causal, seed, scores="fp16")
     err = _rel_l2(out, ref)
     floor = _rel_l2(_f16_scores_floor(q8, _per_element_scale(qd, q8.shape, heads_kv), k8,
                                       _per_element_scale(kd, k8.shape, heads_kv), vx, causal).to(torch.bfloat16), ref)
@@ -425,10 +427,7 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     problem = _fp8_problem(shape, dims, "per_head", seed)
     (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = problem
     ref = reference.attention_reference(*(x.cpu().numpy() for x in (qx, kx, vx)), causal=causal)
-    out = _poisoned(shape[0], shape[1], shape[3], dims[1])
-    fp.attention(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd, out=out, scores="fp16")
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"seed {seed}: unwritten or non-finite output elements"
+    out = _fp8_poisoned_run(problem, shape, dims, causal, seed, scores="fp16")
     err = _rel_l2(out, ref)
     q_codes, row_shift = _f16_scores_q(q8, dims[0])
     q_scale = _per_element_scale(qd, q8.shape, heads_kv) * torch.exp2(row_shift.double())
