@@ -10,7 +10,8 @@ The peers get bf16 roundings or FA3-style fp8 codes with per-(batch, kv-head) de
 preparations quantize the float32 inputs: the exact Hadamard rotation of q and k (per-head factors, or the GPU
 quantizer's per-block scales, with and without K smoothing; e4m3 or float16 probabilities). The peers' fp8 rows
 also give the kernel-only error against float64 attention of the dequantized inputs; "input rounding floor" is
-that float64 attention's own error.
+that float64 attention's own error; "ideal e4m3 P" is that attention with its probabilities rounded to nearest e4m3,
+the least error any kernel with e4m3 probabilities can reach on those codes.
 Writes DIR/accuracy.json and prints a table.
 """
 import argparse
@@ -65,15 +66,23 @@ def quantize(x):
     return codes, descale.float().contiguous(), codes.double() * scale.double()
 
 
-def reference(q, k, v):
-    """Causal float64 attention, (batch, seq, heads, dim), one head at a time."""
+def reference(q, k, v, e4m3_p=False):
+    """Causal float64 attention, (batch, seq, heads, dim), one head at a time. e4m3_p: the probabilities rounded
+    to nearest e4m3 (p 2^8 against the row max, as the fp8 kernels scale them) and divided by the sum of the
+    rounded ones: what an fp8 kernel computing every exponential exactly would give, the least error any kernel
+    with e4m3 probabilities can have on these inputs."""
     out = torch.empty(q.shape[:3] + v.shape[3:], dtype=torch.float64, device="cuda")
     rep = q.shape[2] // k.shape[2]
     mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool, device="cuda").triu(1)
     for h in range(q.shape[2]):
         s = (q[0, :, h].double() @ k[0, :, h // rep].double().T) / math.sqrt(q.shape[-1])
         s.masked_fill_(mask, float("-inf"))
-        out[0, :, h] = torch.softmax(s, -1) @ v[0, :, h // rep].double()
+        if e4m3_p:
+            p = torch.exp(s - s.amax(-1, keepdim=True)) * 256.0
+            p = p.to(torch.float8_e4m3fn).double()  # to nearest (even) e4m3, through float32
+            out[0, :, h] = (p @ v[0, :, h // rep].double()) / p.sum(-1, keepdim=True)
+        else:
+            out[0, :, h] = torch.softmax(s, -1) @ v[0, :, h // rep].double()
     return out
 
 
@@ -119,6 +128,9 @@ def main():
             rows.append(row)
         rows.append({"dist": dist, "peer": "input rounding floor (fp8, float64 attention)", "dtype": "fp8",
                      "end_to_end": rel_l2(dequantized, exact)})
+        ideal = reference(qx, kx, vx, e4m3_p=True)
+        rows.append({"dist": dist, "peer": "ideal e4m3 P (float64 attention, P rounded to nearest e4m3)",
+                     "dtype": "fp8", "end_to_end": rel_l2(ideal, exact), "kernel_only": rel_l2(ideal, dequantized)})
         # flashprefill's preparations of the float32 inputs (fp.quantize_qkv; float32 scores unless said)
         import flashprefill as fp
         for name, options, p in (("quantize_qkv's defaults (rotation, per-block 384; on Hopper float16 scores, "
