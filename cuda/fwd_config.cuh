@@ -111,7 +111,7 @@ struct FwdConfig {
     // with 192 keys per tile (FlashAttention-3 takes 224 at hd128, 160 at 192/128): the per-tile costs (the row
     // max's reduction, the turn, the barrier waits, O's rescale) spread over 1.5x the keys, at the price of S in 96
     // registers, P packed from S after P.V's wait (no second P buffer), the transposer moved into the producer
-    // warpgroup so that the consumers get 232 registers, Q read from shared memory at dim_qk 192, and two stages of K
+    // warpgroup so that the consumers get 232 registers, Q read from shared memory at dim_qk 192 with float32 scores, and two stages of K
     // and V (three of V^T).
     static constexpr int kBlockM = 128;
     static constexpr int kBlockN = kKvTileKeys;
@@ -180,10 +180,14 @@ struct FwdConfig {
     // at 192) and addresses. bf16: 128 * 24 + 256 * 240 = 64512 (from 40 / 232: ~1% faster, bit-identical
     // outputs); fp8: 256 * 40 + 256 * 216 = 65536 (the whole register file); fp8 at 192 keys: 128 * 40 + 256 *
     // 232 = 64512 (a producer warpgroup at 32 spilled; at 48 the consumers' .inc hung: see kLaunchRegs).
-    // Q is held in registers as the A operand of S = Q K^T where it costs at most 32 of them (dim_qk * bytes
-    // / 8 per thread); bf16 at dim_qk 192 would need 48 and spill, so there S reads Q from shared memory.
-    // At 192 keys a tile, S's 96 registers leave room for 16 of Q (fp8 dim_qk 128), not 24 (dim_qk 192).
-    static constexpr bool kQInRegisters = kDimQk * Input::kBytes <= (kBlockN == 192 ? 128 : 256);
+    // Q is held in registers as the A operand of S = Q K^T (dim_qk * bytes / 8 per thread) where it fits beside S
+    // in 112: then S reads only K from shared memory, and Q's slot is free for the next item's as soon as the
+    // fragments are loaded. At dim_qk 192 that measured 3% faster in bf16 (S 64 + Q 48) and 2-3% at 16k-32k with
+    // float16 scores (48 + 24; the same with v prepared, which has no transposer on shared memory's bandwidth).
+    // S 96 + Q 24 (e4m3 codes at 192 keys, float32 scores) made ptxas serialize the wgmma and spill.
+    static constexpr int kSRegisters = kF16Scores ? kBlockN / 4 : kBlockN / 2;
+    static constexpr bool kQInRegisters = kSRegisters + kDimQk * Input::kBytes / 8 <= 112;
+    static_assert(kQInRegisters || !kF16Scores, "float16 scores divide q's codes in its registers (fwd_kernel.cuh)");
     static constexpr int kProducerRegs = kIsFp8 ? 40 : 24;
     static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kIsFp8 ? 232 : 240;
 
@@ -202,7 +206,7 @@ struct FwdConfig {
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
     static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
     static_assert(kBlockN / kPvMmaK <= 8, "FP_MUFU_STEPS' 8 is every K step of a tile");
-    static_assert(kQInRegisters || !kIsFp8 || kBlockN == 192, "fp8 S = Q K^T from shared memory: at 192 keys only");
+    static_assert(kQInRegisters || kBlockN == 192, "S = Q K^T reads Q from shared memory at 192 keys only");
     // A CTA owns the registers it launched with: under __launch_bounds__(kThreads, 1) ptxas gives each thread the
     // register file's share rounded down to 8 (128 at 512 threads, 168 at 384), and setmaxnreg.inc waits, forever,
     // until the warpgroups' .dec have freed what it asks for. At 384 threads that is 64512, not 65536.

@@ -459,12 +459,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         if constexpr (Config::kF16Scores) {
             const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
 #pragma unroll
-            for (int step = 0; step < kQkSteps; ++step) {
-                if constexpr (Config::kQInRegisters)
-                    ptx::wgmma_m64n192k32_f16_e4m3_rs(s16, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-                else
-                    ptx::wgmma_m64n192k32_f16_e4m3_ss(s16, q_desc(step), k_desc(k_stage_desc, step), step > 0);
-            }
+            for (int step = 0; step < kQkSteps; ++step)
+                ptx::wgmma_m64n192k32_f16_e4m3_rs(s16, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             ptx::wgmma_commit_group();
         }
     };
@@ -476,12 +472,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 ptx::wgmma_m64n192k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else if constexpr (Config::kIsFp8 && Config::kBlockN == 192)
                 ptx::wgmma_m64n192k32_f32_e4m3_ss(s, q_desc(step), k_desc(k_stage_desc, step), step > 0);
-            else if constexpr (Config::kIsFp8 && Config::kQInRegisters)
+            else if constexpr (Config::kIsFp8)
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-            else if constexpr (Config::kQInRegisters)
-                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
             else
-                ptx::wgmma_m64n128k16_f32_bf16_ss(s, q_desc(step), k_desc(k_stage_desc, step), step > 0);
+                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
         }
         ptx::wgmma_commit_group();
     };
@@ -713,28 +707,14 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(lo)) |
                static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(hi)) << 16;
     };
-    // This warpgroup's q codes times 2^-shift where they are read from: its Q fragments (kQInRegisters), else
-    // its rows in shared memory, rewritten in place and fenced for the wgmma that read them.
+    // This warpgroup's q codes times 2^-shift, in its Q fragments (float16 scores hold Q in registers).
     auto scale_q = [&](int shift) {
         const uint32_t factor = ptx::cvt_rn_f16x2_splat(ldexpf(1.0f, -shift));
-        if constexpr (Config::kQInRegisters) {
 #pragma unroll
-            for (int step = 0; step < kQkSteps; ++step)
+        for (int step = 0; step < (Config::kQInRegisters ? kQkSteps : 0); ++step)
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    q_frag[step][i] = scale_q_codes(q_frag[step][i], factor);
-        } else {
-            for_each_q_piece([&](uint32_t address) {
-                uint32_t word[4];
-                ptx::ld_shared_v4(address, word);
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    word[i] = scale_q_codes(word[i], factor);
-                ptx::st_shared_v4(address, word);
-            });
-            ptx::fence_proxy_async_shared();
-            ptx::bar_sync(vote, 128);  // every thread's rows written before any S reads them
-        }
+            for (int i = 0; i < 4; ++i)
+                q_frag[step][i] = scale_q_codes(q_frag[step][i], factor);
     };
 
     if (consumer_index == 1)

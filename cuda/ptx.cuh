@@ -288,18 +288,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_f32_f16_rs_mn(float (&d)[64], c
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
-// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A and B K-major in shared memory (Q and K of S = Q K^T where
-// Q does not fit in registers). scale_d = 0 overwrites the accumulators.
-__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                                             uint32_t scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : FP_WGMMA_D64_OPERANDS(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 // wgmma.mma_async m64n128k32 f32 += e4m3 * e4m3, A from registers (4 x e4m3x4), B K-major in shared memory.
 // scale_d = 0 overwrites the accumulators.
 __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
@@ -400,17 +388,6 @@ __device__ __forceinline__ void wgmma_m64n192k32_f16_e4m3_rs(uint32_t (&d)[48], 
                  ", {%48, %49, %50, %51}, %52, p, 1, 1;\n}\n"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-}
-
-// wgmma.mma_async m64n192k32 f16 += e4m3 * e4m3, A and B K-major in shared memory. scale_d = 0 overwrites.
-__device__ __forceinline__ void wgmma_m64n192k32_f16_e4m3_ss(uint32_t (&d)[48], uint64_t desc_a, uint64_t desc_b,
-                                                             uint32_t scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n192k32.f16.e4m3.e4m3 " FP_WGMMA_D48_F16
-                 ", %48, %49, p, 1, 1;\n}\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
 #undef FP_WGMMA_D48_F16
