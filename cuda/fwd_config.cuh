@@ -111,8 +111,8 @@ struct FwdConfig {
     // with 192 keys per tile (FlashAttention-3 takes 224 at hd128, 160 at 192/128): the per-tile costs (the row
     // max's reduction, the turn, the barrier waits, O's rescale) spread over 1.5x the keys, at the price of S in 96
     // registers, P packed from S after P.V's wait (no second P buffer), the transposer moved into the producer
-    // warpgroup so that the consumers get 232 registers, Q read from shared memory at dim_qk 192 with float32 scores, and two stages of K
-    // and V (three of V^T).
+    // warpgroup so that the consumers get 232 registers, Q read from shared memory at dim_qk 192 with float32
+    // scores (kQInRegisters), and two stages of K and V (three of V^T).
     static constexpr int kBlockM = 128;
     static constexpr int kBlockN = kKvTileKeys;
     static constexpr int kConsumerWarpgroups = 2;
