@@ -83,9 +83,9 @@ def test_tensor_core_instructions(sass, dtype):
 
 @pytest.mark.parametrize("dtype", list(KERNELS))
 def test_s_reads_q_from_registers_where_it_fits(sass, dtype):
-    """S = Q K^T takes Q from registers (FwdConfig::kQInRegisters: S and Q within 112 registers), which only K's
-    reads then load on shared memory (bf16 at dim_qk 192 3% faster, float16 scores there 2-3%); only e4m3 codes at
-    192 keys with float32 scores and dim_qk 192 (S 96 + Q 24) read Q from shared memory."""
+    """S = Q K^T takes Q from registers (FwdConfig::kQInRegisters: S and Q within 112 registers), so that S loads
+    only K from shared memory (at dim_qk 192 3% faster in bf16, 2-3% with float16 scores); only e4m3 codes at 192
+    keys with float32 scores and dim_qk 192 (S 96 + Q 24) read Q from shared memory."""
     s_mma = MMA[dtype.split()[0]][0]
     operands = set()
     for line in _kernel(sass, dtype).splitlines():
