@@ -727,8 +727,14 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (q_shift != 0)  // uniform over the warpgroup
         scale_q(q_shift);
     const float q_unshift = ldexpf(1.0f, q_shift);
-    if constexpr (Config::kQInRegisters)
-        release(&ss.q_empty);  // Q is in registers: the next item's may come
+    if constexpr (Config::kQInRegisters) {
+        // Q is in registers: the next item's may come. ldmatrix read Q through the generic proxy and TMA writes the
+        // next one through the async proxy, so the proxy fence comes before the release (as the converters' before
+        // V's): without it the arrive could overtake the reads, and with bf16 at dim_qk 192 some warps' Q came out
+        // of the next item's tile on short items (bench/results/2026-12-01-q-release-race/).
+        ptx::fence_proxy_async_shared();
+        release(&ss.q_empty);
+    }
 
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
