@@ -3,7 +3,8 @@
 // finish the last one.
 //
 //   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per KV tile of kBlockN keys; V per
-//                           tile), kStages deep, and pass each tile's fp8 descale beside it.
+//                           tile; one thread all of them where FwdConfig::kKvFromOneLane), kStages deep, and pass
+//                           each tile's fp8 descale beside it.
 //   fp8 only, warpgroup 1 (or warps 1-3 of warpgroup 0 at 192 keys a tile): turns each V tile into V^T for P.V
 //   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh). A prepared v
 //   (FwdConfig::kVPrepared) is V^T already: the V lane loads it into V^T's slots, and no warp converts.
@@ -22,7 +23,8 @@
 //           the softmax)
 //       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
 //           could not write them during P.V: FwdConfig::kPDoubleBuffered)
-//   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products.
+//   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products (FwdConfig::kTurns:
+//   all kernels but bf16 at dim_qk 192, which measured faster without them).
 #pragma once
 
 #include <cuda.h>
