@@ -151,14 +151,14 @@ struct FwdConfig {
     static constexpr uint32_t kF16ScoresQCodeMax = f16_scores_q_code_max(kDimQk);
     static_assert(!kF16Scores || kSumsInPv, "float16 scores exist in the e4m3-code kernels with 192-key tiles");
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
-    // bf16 at dim_qk 192: the consumer warpgroups issue their wgmma without taking turns, and one producer lane
-    // issues each tile's K and then its V (elsewhere two lanes, so that neither waits behind the other's free slot).
-    // Measured together there, back to back against FA3 in one process, 10 rounds: 0.984 -> 1.004 at 16k, 1.008 ->
-    // 1.025 at 4k x 4, 0.992 -> 1.008 at 32k (no turns alone 0.991 / 1.007 / 0.999; one lane alone, before,
-    // +0.7%); outputs bit-identical. S's 12 wgmma a tile leave each warpgroup's softmax room enough without turns
-    // (hd128 bf16 and fp8 keep them: bench/NOTES.md, session 20).
-    static constexpr bool kTurns = kIsFp8 || kDimQk == 128;
-    static constexpr bool kKvFromOneLane = !kIsFp8 && kDimQk == 192;
+    // bf16: the consumer warpgroups issue their wgmma without taking turns, and one producer lane issues each tile's
+    // K and then its V (fp8: two lanes, so that neither waits behind the other's free slot while the converters hold
+    // V). Measured together, back to back against FA3 in one process, outputs bit-identical: dim_qk 192 0.984 ->
+    // 1.004 at 16k, 1.008 -> 1.025 at 4k x 4, 0.992 -> 1.008 at 32k (no turns alone 0.991 / 1.007 / 0.999); hd128
+    // 0.964 -> 0.979 at 16k, 0.960 -> 0.974 at 4k x 4, 0.967 -> 0.987 at 32k (no turns alone 0.968 / 0.973 / 0.972,
+    // one lane alone 0.976 / 0.970 / 0.979). fp8 keeps its turns (bench/NOTES.md, session 20).
+    static constexpr bool kTurns = kIsFp8;
+    static constexpr bool kKvFromOneLane = !kIsFp8;
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
     static constexpr int kTileVBytes = kBlockN * kDimV * Input::kBytes;
