@@ -186,9 +186,9 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
 {
     const int head_kv = head / args.heads_per_kv;
     const uint32_t thread = threadIdx.x % 128;
-    // Two issuing lanes of warp 0, so that neither kind of tile waits behind the other's free slot: lane 0
-    // loads Q and every K tile (a K slot frees after S), lane 1 every V tile (a V slot frees after P.V); or lane 0
-    // each tile's K and then its V (Config::kKvFromOneLane).
+    // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
+    // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvFromOneLane):
+    // lane 0 each tile's V right after its K (a V slot frees after P.V).
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
     // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by `load`.
