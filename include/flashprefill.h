@@ -23,7 +23,7 @@ extern "C" {
 
 #define FLASHPREFILL_VERSION_MAJOR 0
 #define FLASHPREFILL_VERSION_MINOR 7
-#define FLASHPREFILL_VERSION_PATCH 0
+#define FLASHPREFILL_VERSION_PATCH 1
 
 typedef enum flashprefill_status {
     FLASHPREFILL_SUCCESS = 0,

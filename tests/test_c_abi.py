@@ -63,7 +63,7 @@ def test_readme_example_runs(tmp_path):
     run = subprocess.run([str(tmp_path / "example")], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0] == "version 0.7.0"
+    assert lines[0] == "version 0.7.1"
     assert lines[1] == "supports 0"  # FLASHPREFILL_SUCCESS: the bf16 hd128 kernel exists
     # here there is no usable GPU: a clean NO_DEVICE (3) with the runtime's reason; on a Hopper GPU this
     # reports the device check of the fake pointers instead (INVALID_ARGUMENT, 1)
