@@ -153,25 +153,25 @@ def test_no_write_to_the_a_registers_of_a_running_wgmma(sass, dtype):
 
 
 @pytest.mark.parametrize("dtype", list(KERNELS))
-def test_ldmatrix_reads_fenced_before_the_slot_is_released(sass, dtype):
-    """ldmatrix reads TMA-written tiles (Q's fragments, V for the transposer) through the generic proxy; the arrive
-    that hands the slot back to TMA (the async proxy) must come after a proxy fence (fence.proxy.async: FENCE.VIEW.
-    ASYNC.S). Without it the q_empty arrive overtook the Q reads of bf16 at dim_qk 192 and some warps read the next
-    item's Q (bench/results/2026-12-01-q-release-race/). Checked in the order of the machine code: between each
-    LDSM and the next SYNCS.ARRIVE."""
+def test_matrix_loads_and_stores_fenced_before_the_arrive(sass, dtype):
+    """ldmatrix reads TMA-written tiles (Q's fragments, V for the transposer) and stmatrix writes V^T for the tensor
+    cores, both through the generic proxy; the arrive that hands the slot to TMA or to a wgmma (the async proxy)
+    must come after a proxy fence (fence.proxy.async: FENCE.VIEW.ASYNC.S). Without it the q_empty arrive overtook
+    the Q reads of bf16 at dim_qk 192 and some warps read the next item's Q (bench/results/2026-12-01-q-release-race/).
+    Checked in the order of the machine code: between each LDSM or STSM and the next SYNCS.ARRIVE."""
     pending, unfenced = None, []
     for line in _kernel(sass, dtype).splitlines():
         if not re.match(r"\s+/\*[0-9a-f]{4,}\*/", line):
             continue
         line = line.split(";")[0].strip()
-        if "LDSM" in line:
+        if "LDSM" in line or "STSM" in line:
             pending = line
         elif "FENCE.VIEW.ASYNC.S" in line:
             pending = None
         elif "SYNCS.ARRIVE" in line and pending is not None:
             unfenced.append(f"{pending} ... {line}")
             pending = None
-    assert not unfenced, f"{dtype}: {len(unfenced)} arrives after ldmatrix without a proxy fence, e.g. {unfenced[:2]}"
+    assert not unfenced, f"{dtype}: {len(unfenced)} arrives after ldmatrix / stmatrix without a proxy fence, e.g. {unfenced[:2]}"
 
 
 def _windows(sass, dtype, markers):
