@@ -1,4 +1,4 @@
-"""The FP8 ideas one at a time (issue #4's ablation): each switched off against the full kernel, speed and error
+"""The FP8 ideas one at a time: each switched off against the full kernel, speed and error
 side by side in one process with FlashAttention-3 fp8.
 
     python tools/ablation.py [--out DIR] [--rounds 6]      (or python tools/bench.py --ablation)
@@ -18,7 +18,8 @@ Variants (fp8, hd128 causal):
                   widened, P.V at the 16-bit rate
 Speed: 32/8 heads at 16k tokens (median TFLOP/s, spread of round medians). Error: end to end from float32
 inputs against float64 attention, 4096 tokens, 8/2 heads, N(0,1) and outlier-channel inputs (accuracy.py).
-Writes DIR/ablation.json and DIR/ablation.md.
+Writes DIR/ablation.json and DIR/ablation.md (default bench/latest/) and appends each variant's ratio to FA3 fp8 to
+the records file (default bench/records.csv; --records "" appends nothing).
 """
 import argparse
 import functools
@@ -35,6 +36,7 @@ import bench  # noqa: E402
 import flashprefill as fp  # noqa: E402
 from flashprefill import _lib  # noqa: E402
 import peers  # noqa: E402
+import records  # noqa: E402
 from peers import PEERS  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,7 +122,9 @@ def error(path, prepare, dist):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=records.LATEST)
+    ap.add_argument("--records", default=records.RECORDS, help="the records file to append to; empty: none")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: git's HEAD)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--launches", type=int, default=10)
     args = ap.parse_args(argv)
@@ -139,8 +143,12 @@ def main(argv=None):
         lines.append(f"| {name} | {r['tflops']:.0f} ±{100 * r['spread']:.0f}% | {r['tflops'] / fa3:.2f} | "
                      f"{r['error_normal']:.2e} | {r['error_outlier']:.2e} |")
     os.makedirs(args.out, exist_ok=True)
+    run = (records.today(), args.commit or records.git_commit(), torch.cuda.get_device_name(), "ablation")
+    record = {"date": run[0], "commit": run[1], "device": run[2], "shape": SHAPE, "rows": rows}
     with open(os.path.join(args.out, "ablation.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "shape": SHAPE, "rows": rows}, f, indent=1)
+        json.dump(record, f, indent=1)
+    if args.records:
+        records.append(records.ablation_rows(record, run), args.records)
     with open(os.path.join(args.out, "ablation.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -12,7 +12,9 @@ quantizer's per-block scales, with and without K smoothing; e4m3 or float16 prob
 also give the kernel-only error against float64 attention of the dequantized inputs; "input rounding floor" is
 that float64 attention's own error; "ideal e4m3 P" is that attention with its probabilities rounded to nearest e4m3,
 the least error any kernel with e4m3 probabilities can reach on those codes.
-Writes DIR/accuracy.json and prints a table.
+Writes DIR/accuracy.json (accuracy_mla.json for --shape mla; default bench/latest/), prints a table, and appends each
+flashprefill row's error against FlashAttention-3's of the same dtype to the records file (default bench/records.csv;
+--records "" appends nothing).
 """
 import argparse
 import json
@@ -24,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import PEERS, PeerUnavailable  # noqa: E402
+import records  # noqa: E402
 
 SHAPES = {"hd128": (8, 2, 128, 128), "mla": (16, 16, 192, 128)}  # heads_q, heads_kv, dim_qk, dim_v
 HEADS_Q, HEADS_KV, DIM, DIM_V = SHAPES["hd128"]
@@ -95,7 +98,9 @@ def rel_l2(out, ref):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=".")
+    ap.add_argument("--out", default=records.LATEST)
+    ap.add_argument("--records", default=records.RECORDS, help="the records file to append to; empty: none")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: git's HEAD)")
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--shape", choices=SHAPES, default="hd128")
     args = ap.parse_args()
@@ -148,9 +153,13 @@ def main():
             rows.append({"dist": dist, "peer": f"flashprefill fp8: {name}", "dtype": "fp8",
                          "end_to_end": rel_l2(out, exact)})
     os.makedirs(args.out, exist_ok=True)
+    run = (records.today(), args.commit or records.git_commit(), torch.cuda.get_device_name(), "accuracy")
+    record = {"date": run[0], "commit": run[1], "device": run[2], "seq": args.seq, "heads": [HEADS_Q, HEADS_KV],
+              "dims": [DIM, DIM_V], "rows": rows}
     with open(os.path.join(args.out, f"accuracy{'' if args.shape == 'hd128' else '_' + args.shape}.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "seq": args.seq, "heads": [HEADS_Q, HEADS_KV],
-                   "dims": [DIM, DIM_V], "rows": rows}, f, indent=1)
+        json.dump(record, f, indent=1)
+    if args.records:
+        records.append(records.accuracy_rows(record, records.accuracy_shape(record), run), args.records)
     print(f"relative L2 vs float64, causal, S={args.seq}, {HEADS_Q}/{HEADS_KV} heads, dim_qk {DIM}, dim_v {DIM_V}")
     for r in rows:
         if "unavailable" in r:

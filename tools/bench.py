@@ -16,8 +16,10 @@ Reported for each: the median TFLOP/s and the spread (max - min of the per-round
 median); and flashprefill's speed ratio to FlashAttention-3 round by round (tools/bench_report.py). FLOPs of
 causal attention with seqlen_q = seqlen_k = S: batch * heads_q * S^2 * (dim_qk + dim_v).
 
-    python tools/bench.py [--out DIR] [--quick] [--shapes TEXT]
-writes DIR/bench.json, DIR/bench.md and DIR/bench.png (default bench/results/).
+    python tools/bench.py [--out DIR] [--records CSV] [--commit SHA] [--quick] [--shapes TEXT]
+writes DIR/bench.json, DIR/bench.md and DIR/bench.png (default bench/latest/, the latest full record) and appends
+one row per (shape, flashprefill variant, timing) with its ratio to FlashAttention-3 to the records file
+(default bench/records.csv; tools/records.py; --records "" appends nothing).
 """
 import argparse
 import json
@@ -30,6 +32,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_report import markdown  # noqa: E402
+import records  # noqa: E402
 from peers import PEERS, PeerUnavailable  # noqa: E402
 
 # (name, batch, seq, heads_q, heads_kv, dim_qk, dim_v)
@@ -158,7 +161,9 @@ def plot(results, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench", "results"))
+    ap.add_argument("--out", default=records.LATEST)
+    ap.add_argument("--records", default=records.RECORDS, help="the records file to append to; empty: none")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: git's HEAD)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
@@ -167,16 +172,21 @@ def main():
     args = ap.parse_args()
     if args.ablation:
         import ablation
-        ablation.main(["--out", args.out, "--rounds", str(args.rounds), "--launches", str(args.launches)])
+        ablation.main(["--out", args.out, "--records", args.records, "--rounds", str(args.rounds), "--launches",
+                       str(args.launches)] + (["--commit", args.commit] if args.commit else []))
         return
     shapes = [s for s in SHAPES if "16k" in s[0]] if args.quick else SHAPES
     shapes = [s for s in shapes if args.shapes is None or args.shapes in s[0]]
     device = torch.cuda.get_device_name()
     results = [bench_shape(s, args.rounds, args.launches) for s in shapes]
     os.makedirs(args.out, exist_ok=True)
+    run = (records.today(), args.commit or records.git_commit(), device, "bench")
+    record = {"date": run[0], "commit": run[1], "device": device, "torch": torch.__version__, "peers": list(PEERS),
+              "shapes": results}
     with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"device": device, "torch": torch.__version__, "peers": list(PEERS), "shapes": results}, f,
-                  indent=1)
+        json.dump(record, f, indent=1)
+    if args.records:
+        records.append(records.bench_rows(record, run), args.records)
     table = markdown(results, device, list(PEERS))
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(table)

@@ -4,8 +4,9 @@ benchmark, and write one JSON record stamped with the git commit it measured.
     python tools/gpu_check.py [--out DIR] [--commit SHA] [--quick]
 
 Writes DIR/gpu_check.json (test outcomes, which GPU tests ran, the benchmark), DIR/pytest.xml, and the
-benchmark's bench.json / bench.md / bench.png. The commit defaults to `git rev-parse HEAD` (pass it where the
-tree is a copy without .git). Exits non-zero if any test failed.
+benchmark's bench.json / bench.md / bench.png (DIR defaults to bench/latest/, the latest full record; the
+benchmark appends its ratios to bench/records.csv, or to --records). The commit defaults to `git rev-parse HEAD`
+(pass it where the tree is a copy without .git). Exits non-zero if any test failed.
 """
 import argparse
 import datetime
@@ -49,7 +50,9 @@ def run_tests(out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "latest"))
+    ap.add_argument("--records", default=os.path.join(ROOT, "bench", "records.csv"),
+                    help="the records file the benchmark appends to; empty: none")
     ap.add_argument("--commit", default=None)
     ap.add_argument("--quick", action="store_true", help="benchmark only the 16k shapes")
     args = ap.parse_args()
@@ -64,8 +67,9 @@ def main():
                                                                                      "skipped")},
                        "gpu_ran": sum(c["outcome"] in ("passed", "failure", "error") for c in gpu),
                        "gpu_skipped": sum(c["outcome"] == "skipped" for c in gpu)}
-    bench = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench.py"), "--out", args.out] +
-                           (["--quick"] if args.quick else []), cwd=ROOT,
+    bench = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench.py"), "--out", args.out, "--records",
+                            args.records, "--commit", record["commit"][:7]] + (["--quick"] if args.quick else []),
+                           cwd=ROOT,
                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                                filter(None, [os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH")]))))
     bench_json = os.path.join(args.out, "bench.json")

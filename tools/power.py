@@ -4,8 +4,9 @@ while nvidia-smi samples power, SM clock and the clock-event reasons; time, powe
 Run back to back, every peer here holds an H200 at its 700 W limit and runs at the clock that limit allows, so the
 time per call follows the energy per call: what a kernel saves in data movement or instructions comes back as clock.
 
-    python tools/power.py [--out DIR] [--shapes TEXT] [--peers NAME ...] [--rounds N] [--seconds S]
-writes DIR/power.json and DIR/power.md (default bench/results/).
+    python tools/power.py [--out DIR] [--records CSV] [--shapes TEXT] [--peers NAME ...] [--rounds N] [--seconds S]
+writes DIR/power.json and DIR/power.md (default bench/latest/) and appends each flashprefill variant's sustained
+ratio to FlashAttention-3 to the records file (default bench/records.csv; --records "" appends nothing).
 """
 import argparse
 import json
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import SHAPES, make_inputs  # noqa: E402
 from peers import PEERS, PeerUnavailable  # noqa: E402
 import power_report  # noqa: E402
+import records  # noqa: E402
 
 DEFAULT_PEERS = ["flashprefill fp8", "flashprefill fp8, V prepared", "FA3 fp8", "flashprefill fp8, fp16 scores",
                  "flashprefill fp8, fp16 scores, V prepared", "flashprefill bf16", "FA3 bf16"]
@@ -70,7 +72,9 @@ def back_to_back_for(fn, seconds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "bench", "results"))
+    ap.add_argument("--out", default=records.LATEST)
+    ap.add_argument("--records", default=records.RECORDS, help="the records file to append to; empty: none")
+    ap.add_argument("--commit", default=None, help="the commit measured (default: git's HEAD)")
     ap.add_argument("--shapes", default="16k", help="the shapes of tools/bench.py whose name contains this text")
     ap.add_argument("--peers", nargs="+", default=DEFAULT_PEERS)
     ap.add_argument("--rounds", type=int, default=2)
@@ -110,8 +114,14 @@ def main():
     finally:
         sampler.close()
     os.makedirs(args.out, exist_ok=True)
+    run = (records.today(), args.commit or records.git_commit(), device, "power")
+    record = {"date": run[0], "commit": run[1], "device": device, "power_limit_w": limit, "seconds": args.seconds,
+              "shapes": results}
     with open(os.path.join(args.out, "power.json"), "w") as f:
-        json.dump({"device": device, "power_limit_w": limit, "seconds": args.seconds, "shapes": results}, f, indent=1)
+        json.dump(record, f, indent=1)
+    if args.records:
+        flops = {s[0]: s[1] * s[3] * s[2] * s[2] * (s[5] + s[6]) for s in SHAPES}
+        records.append(records.power_rows(record, flops.get, run), args.records)
     table = power_report.markdown(results, device, limit)
     with open(os.path.join(args.out, "power.md"), "w") as f:
         f.write(table)
