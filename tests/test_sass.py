@@ -157,7 +157,7 @@ def test_matrix_loads_and_stores_fenced_before_the_arrive(sass, dtype):
     """ldmatrix reads TMA-written tiles (Q's fragments, V for the transposer) and stmatrix writes V^T for the tensor
     cores, both through the generic proxy; the arrive that hands the slot to TMA or to a wgmma (the async proxy)
     must come after a proxy fence (fence.proxy.async: FENCE.VIEW.ASYNC.S). Without it the q_empty arrive overtook
-    the Q reads of bf16 at dim_qk 192 and some warps read the next item's Q (bench/results/2026-12-01-q-release-race/).
+    the Q reads of bf16 at dim_qk 192 and some warps read the next item's Q (bench/NOTES.md, "Q's early release raced").
     Checked in the order of the machine code: between each LDSM or STSM and the next SYNCS.ARRIVE."""
     pending, unfenced = None, []
     for line in _kernel(sass, dtype).splitlines():

@@ -168,7 +168,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     magnitude, so the kernel's own error grows with the range of the scores; quantize_qkv(scores="fp16") gives
     codes within the bound. Hopper kernels with 192-key tiles only: descales None, factors, or BlockScales of a
     multiple of 384 tokens. "default": "fp16" where such a kernel takes the call, else "fp32" (end to end from
-    float inputs the two measure within 1% of each other: README, Accuracy).
+    float inputs the two measure within 1% of each other: docs/numerics.md).
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
@@ -352,7 +352,7 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     scales: on Hopper (the CUDA build) float16 scores where per_block is a multiple of 384 tokens or None (the
     kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with probabilities="fp16".
     The choice is in the dict ("scores" always, and v's type). End to end from float inputs, float16 scores measure the
-    same error as float32 ones (README, Accuracy).
+    same error as float32 ones (docs/numerics.md).
     probabilities: the P of the attention these inputs are for, "default" or "fp16" (then also in the dict).
     """
     if scores not in ("auto", "fp16", "fp32"):

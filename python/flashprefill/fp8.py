@@ -183,12 +183,12 @@ def fma_f32(a, b, c):
     return xp.where(on_midpoint, nudged, total).astype(xp.float32)
 
 
-# Exp-free FP8 probabilities (DESIGN.md "Exp-free FP8 probability").
+# Exp-free FP8 probabilities (docs/numerics.md, "Exp-free codes").
 #
 # For p' = 2^u (u = t + offset_log2, t <= 0 the log2-domain score minus the row max), the e4m3 code of a normal
 # value is b = 8·(floor(u) + 7) + 8·(mantissa fraction). Taking the mantissa as linear in u, 2^f ≈ 1 + f, gives
 # b ≈ 8u + 56. 1 + f lies above 2^f by up to 6.1% (at f = 1/ln2 - 1); subtracting c code steps centres that
-# error: c = 0.349 balances it at ±3.0%, and DESIGN's c = 0.34 gives +3.07% / -2.90% before b is rounded to an
+# error: c = 0.349 balances it at ±3.0%, and the kernels' c = 0.34 gives +3.07% / -2.90% before b is rounded to an
 # integer. Rounding adds up to half a code step, a relative 1/16 at the bottom of a binade;
 # expfree_relative_error_bound gives the exact worst case (7.55% for c = 0.34; the c minimising it is 0.370,
 # at 7.26%, so the choice within that range matters little).

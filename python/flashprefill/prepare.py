@@ -1,5 +1,5 @@
-"""Preparing q, k, v for the fp8 kernels: exact accuracy levers, then quantization (DESIGN.md, "Where FP8 error
-comes from": the error is won on the inputs, not in the kernel).
+"""Preparing q, k, v for the fp8 kernels: exact accuracy levers, then quantization (docs/numerics.md, "Where fp8
+error comes from": the error is won on the inputs, not in the kernel).
 
   * Rotation: (q H)(k H)^T = q k^T for an orthonormal H. A random-sign Hadamard spreads outlier channels over
     all channels before rounding to e4m3 (float64 emulation: 3.5e-1 -> 9.5e-2 relative L2 on inputs with
