@@ -17,6 +17,11 @@ CLANG_AMD := clang-22
 LLD_AMD   := ld.lld-22
 GFX950    := -target amdgcn-amd-amdhsa -mcpu=gfx950 -mcode-object-version=5
 
+# The ABI's major version, read from the header (its one home): the libraries' SONAME. build/libflashprefill.so is
+# a link to build/libflashprefill.so.$(ABI_MAJOR), for the linker's -lflashprefill and for Python.
+ABI_MAJOR := $(shell sed -n 's/^\#define FLASHPREFILL_VERSION_MAJOR \([0-9]*\)$$/\1/p' include/flashprefill.h)
+EXPORTS   := src/exports.map
+
 C_SRC   := $(wildcard src/*.c)
 CU_SRC  := $(wildcard cuda/*.cu)
 HEADERS := $(wildcard include/*.h src/*.h cuda/*.cuh)
@@ -44,15 +49,23 @@ $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
 	@if grep -Eq $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; then \
 	  grep -E $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
 
-$(LIB): $(OBJ)
-	$(NVCC) $(HOPPER) -shared -cudart static -o $@ $(OBJ)
+$(LIB): $(LIB).$(ABI_MAJOR)
+	ln -sf $(notdir $<) $@
+
+$(LIB).$(ABI_MAJOR): $(OBJ) $(EXPORTS)
+	$(NVCC) $(HOPPER) -shared -cudart static -Xlinker --version-script=$(EXPORTS) \
+	  -Xlinker -soname=$(notdir $@) -o $@ $(OBJ)
 
 amd: $(AMD_CO) $(AMD_LIB)
 
 # The gfx950 host library: the same front end (src/), the HIP loader and launcher (hip/), the code objects
 # embedded; no ROCm needed to build or load it (libamdhip64.so is dlopened on first use).
-$(AMD_LIB): $(AMD_SRC) $(AMD_CO) $(HEADERS) $(wildcard hip/*.h)
-	$(CC) $(CFLAGS) -Ihip -shared -o $@ $(AMD_SRC) -ldl -lpthread -lm
+$(AMD_LIB): $(AMD_LIB).$(ABI_MAJOR)
+	ln -sf $(notdir $<) $@
+
+$(AMD_LIB).$(ABI_MAJOR): $(AMD_SRC) $(AMD_CO) $(HEADERS) $(wildcard hip/*.h) $(EXPORTS)
+	$(CC) $(CFLAGS) -Ihip -shared -Wl,--version-script=$(EXPORTS),-soname=$(notdir $@) -o $@ $(AMD_SRC) \
+	  -ldl -lpthread -lm
 
 $(BUILD)/gfx950:
 	mkdir -p $@
