@@ -13,6 +13,7 @@ import functools
 import os
 import pathlib
 
+from ._errors import LibraryNotFoundError
 from ._params import Params, PrepareVParams, QuantizeParams
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
@@ -20,10 +21,6 @@ LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 # The first version whose params structs start with struct_bytes: an older library would misread every call.
 FIRST_SIZED_VERSION = (0, 8, 0)
-
-
-class LibraryNotFoundError(ImportError):
-    """The shared library could not be loaded."""
 
 
 def candidates(backend="cuda"):

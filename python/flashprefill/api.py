@@ -11,7 +11,8 @@ import dataclasses
 import functools
 import math
 
-from . import _arrays, _lib, fp8, prepare, prepared_v
+from . import _arrays, _devices, _lib, fp8, prepare, prepared_v
+from ._errors import Error, NoDeviceError
 from ._params import DType, Params, PrepareVParams, Probabilities, QuantizeParams, Scores, Status, VLayout
 from .prepared_v import PreparedV
 from .scales import BlockScales, descale
@@ -27,19 +28,11 @@ _INT32_MAX = 2**31 - 1
 _STAND_IN_OUT_PTR = 1 << 12
 
 
-class Error(RuntimeError):
-    """A failed library call. status: Status; message: flashprefill_last_error() of that call."""
-
-    def __init__(self, status, message, library=None):
-        self.status = Status(status)
-        self.message = message
-        library = library or _lib.lib()
-        super().__init__(f"{library.flashprefill_status_string(status).decode()}: {message}")
-
-
 def _check(status, library):
+    if status == Status.ERROR_NO_DEVICE:
+        raise NoDeviceError(library.flashprefill_last_error().decode())
     if status != Status.SUCCESS:
-        raise Error(status, library.flashprefill_last_error().decode(), library)
+        raise Error(status, library.flashprefill_last_error().decode())
 
 
 def version(backend="cuda"):
@@ -81,7 +74,9 @@ def _release(keep):
 def _library_call(like, name, stream):
     """(library, device, stream handle, keep) for one call on the device of `like` (named `name`), that device
     current meanwhile; the arrays imported into `keep` are released on exit."""
-    library = _lib.lib(_arrays.backend_of(like, name))
+    backend = _arrays.backend_of(like, name)
+    library = _lib.lib(backend)
+    _devices.require(like, name, backend)
     device = _arrays.device_of(like, name)
     handle = _arrays.resolve_stream(stream, like, device)
     keep = []
@@ -364,6 +359,9 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     if probabilities == "fp16" and (scores == "fp16" or v_layout == "prepared"):
         raise ValueError("probabilities='fp16' takes float32 scores and v in its default layout, got "
                          f"scores={scores!r}, v_layout={v_layout!r}")
+    backend = _arrays.backend_of(q, "q")
+    _lib.lib(backend)
+    _devices.require(q, "q", backend)
     scores, v_layout = _resolve_auto(q, per_block, probabilities, scores, v_layout)
     out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout)
     if v_layout == "prepared" and not isinstance(out["v"], PreparedV):

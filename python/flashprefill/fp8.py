@@ -8,12 +8,9 @@ e4m3 here is OCP e4m3fn: a code is ``sign<<7 | E<<3 | M``; normal (E >= 1) value
 subnormal (E == 0) values ``M·2^-9``; the largest finite value is 448 (code 0x7e), codes 0x7f / 0xff are NaN,
 and there is no infinity.
 """
-import numpy as np
+import sys
 
-try:
-    import cupy as _cupy
-except ImportError:
-    _cupy = None
+import numpy as np
 
 E4M3_MAX = 448.0
 E4M3_NAN_CODE = 0x7F
@@ -23,8 +20,10 @@ EXPONENT_SPAN = 64  # quantize_blocks: the most the block exponents of one (batc
 
 
 def array_module(x):
-    """numpy or cupy, whichever module ``x`` belongs to (numpy when cupy is not installed)."""
-    return np if _cupy is None else _cupy.get_array_module(x)
+    """numpy or cupy, whichever module ``x`` belongs to. A CuPy array exists only once CuPy is imported, so CuPy is
+    never imported here: numpy when it is not loaded."""
+    cupy = sys.modules.get("cupy")
+    return np if cupy is None else cupy.get_array_module(x)
 
 
 def _decode_table():
