@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import math
 
+import numpy
+
 from . import _arrays, _devices, _lib, fp8, prepare, prepared_v
 from ._errors import Error, NoDeviceError
 from ._params import DType, Params, PrepareVParams, Probabilities, QuantizeParams, Scores, Status, VLayout
@@ -111,6 +113,23 @@ def _adapt_v(v, stream, keep):
     return view, VLayout.PREPARED
 
 
+def _adapt_out(out, problem, stream, keep):
+    """out's Tensor, bfloat16 (batch, seqlen_q, heads_q, dim_v): the same check for attention and supports."""
+    batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+    ot = _adapt(out, "out", stream, keep, writable=True)
+    if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
+        raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
+                         f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+    return ot
+
+
+def _causal(causal):
+    """causal as the ABI's 0 or 1; bool, or the ints 0 and 1 (numpy's too), nothing else."""
+    if isinstance(causal, (bool, int, numpy.bool_, numpy.integer)) and causal in (0, 1):
+        return int(causal)
+    raise ValueError(f"causal must be True or False, got {causal!r}")
+
+
 def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores,
             v_layout=VLayout.DEFAULT):
     """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
@@ -121,7 +140,7 @@ def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, pro
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
     p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
                seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
-               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=int(causal),
+               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=_causal(causal),
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
@@ -179,10 +198,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
         if out is None:
             out = _arrays.empty((batch, seqlen_q, heads_q, dim_v), "bfloat16", q, handle)
-        ot = _adapt(out, "out", handle, keep, writable=True)
-        if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
-            raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
-                             f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+        ot = _adapt_out(out, problem, handle, keep)
         lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
         lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
         _check_same_device(keep, device, "q")
@@ -210,7 +226,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
         if out is None:
             out_view = (_STAND_IN_OUT_PTR, _arrays.contiguous_strides((batch, seqlen_q, heads_q, dim_v)))
         else:
-            ot = _adapt(out, "out", None, keep, writable=True)
+            ot = _adapt_out(out, problem, None, keep)
             out_view = (ot.ptr, ot.strides)
         descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
         params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities,
