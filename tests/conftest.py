@@ -36,7 +36,6 @@ def pytest_collection_modifyitems(config, items):
     visible = _gpu_visible()
     for item in gpu_items:
         if visible:
-            item.add_marker(pytest.mark.usefixtures("_gpu_unusable"))
             item.stash[_UNUSABLE] = reason
         else:
             item.add_marker(pytest.mark.skip(reason=reason))
@@ -45,9 +44,9 @@ def pytest_collection_modifyitems(config, items):
 _UNUSABLE = pytest.StashKey[str]()
 
 
-@pytest.fixture
-def _gpu_unusable(request):
-    pytest.fail(f"a GPU is visible (/dev/nvidia*) but this gpu test cannot use it: {request.node.stash[_UNUSABLE]}")
+def pytest_runtest_setup(item):
+    if _UNUSABLE in item.stash:
+        pytest.fail(f"a GPU is visible (/dev/nvidia*) but this gpu test cannot use it: {item.stash[_UNUSABLE]}")
 
 
 def _skip_reason(report):
