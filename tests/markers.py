@@ -25,6 +25,7 @@ needs_llvm22 = pytest.mark.skipif(any(shutil.which(tool) is None for tool in LLV
                                   reason="needs clang-22, ld.lld-22, llvm-objdump-22 and llvm-readelf-22 "
                                          "(apt-get install clang-22 lld-22 llvm-22)")
 
+NO_CUPY = "CuPy is not installed: the GPU suites run through it (pip install cupy-cuda13x)"
 NO_TORCH = "torch is not installed: the comparison with torch's SDPA did not run (every other check passed)"
 NO_FA3 = "FlashAttention-3 (fa3_fwd) is not installed: the comparison with its fp8 error did not run (every other " \
          "check passed)"
