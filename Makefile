@@ -1,7 +1,8 @@
 # flashprefill: plain nvcc / cc / clang calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart
-# static) and keeps each CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a
-# serialized wgmma fails the build. `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects
-# build/gfx950/<name>.co with clang-22 / ld.lld-22.
+# static; a link to its SONAME file libflashprefill.so.<ABI major>, exporting flashprefill_* only) and keeps each
+# CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized wgmma fails the build.
+# `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects build/gfx950/<name>.co with clang-22 /
+# ld.lld-22.
 
 NVCC    ?= nvcc
 CC      ?= cc
