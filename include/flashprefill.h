@@ -15,10 +15,10 @@
  * ABI: every params struct starts with `uint32_t struct_bytes`, its sizeof as the caller's header saw it; make
  * one with flashprefill_params_init() (and the _quantize_ / _prepare_v_ ones), which zero every other field. The
  * library reads struct_bytes before anything else and refuses a size it does not know (INVALID_ARGUMENT) without
- * reading further. Fields are only ever appended, so a later library can take an earlier size; a removed or
- * reordered field changes FLASHPREFILL_VERSION_MAJOR, which is the shared library's SONAME
- * (libflashprefill.so.<major>). The version below is the only place it is written: the libraries and the
- * Makefile read it from here, Python from the library (flashprefill_version).
+ * reading further (this version knows only its own sizes). From 0.8.0 on, a new field is appended (the minor
+ * version), so that a later library can take an earlier struct as it stands; a change to existing fields bumps
+ * FLASHPREFILL_VERSION_MAJOR, the shared libraries' SONAME (libflashprefill.so.<major>). The version below is
+ * written nowhere else: the libraries and the Makefile read it from here, Python from the library.
  */
 #ifndef FLASHPREFILL_H
 #define FLASHPREFILL_H
