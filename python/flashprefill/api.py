@@ -168,7 +168,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     v: (batch, seqlen_k, heads_kv, dim_v); all bfloat16 or all float8_e4m3fn device arrays; heads_q a multiple
     of heads_kv (query head h reads KV head h // (heads_q // heads_kv)). fp8 with default probabilities: v may be a
     PreparedV (prepare_v), which the Hopper kernels load without transposing it (faster).
-    causal: query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <= seqlen_k.
+    causal: bool; query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <=
+    seqlen_k.
     softmax_scale: float, default 1/sqrt(dim_qk).
     q_descale, k_descale, v_descale: fp8 only; None, float32 factors or BlockScales (see scales.py).
     probabilities: fp8 only. "default": P of P.V as e4m3 codes computed without an exponential (fastest;
@@ -188,8 +189,9 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
     stream: int cudaStream_t, CuPy stream or torch stream; default the current stream of q's library.
     Returns out, or (out, lse). Enqueues the work and returns without waiting.
-    Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED),
-    TypeError / ValueError for arrays the library cannot take at all.
+    Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED), NoDeviceError
+    (an Error) where no GPU, driver or CuPy can serve it, before any GPU runtime call; TypeError / ValueError for
+    arrays and arguments the library cannot take at all.
     """
     with _library_call(q, "q", stream) as (library, device, handle, keep):
         qt, kt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k")))
