@@ -10,6 +10,7 @@ PEER_SKIPS': a comparison with another library's kernel (torch's SDPA, FlashAtte
 missing, taken after every other check of the test has passed.
 """
 import importlib.util
+import pathlib
 import shutil
 
 import pytest
@@ -24,6 +25,11 @@ LLVM22_TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")
 needs_llvm22 = pytest.mark.skipif(any(shutil.which(tool) is None for tool in LLVM22_TOOLS),
                                   reason="needs clang-22, ld.lld-22, llvm-objdump-22 and llvm-readelf-22 "
                                          "(apt-get install clang-22 lld-22 llvm-22)")
+
+# The gfx950 library's clean NO_DEVICE where ROCm is absent can only be seen where it is absent.
+without_hip_runtime = pytest.mark.skipif(
+    any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
+    reason="a HIP runtime is installed here")
 
 NO_CUPY = "CuPy is not installed: the GPU suites run through it (pip install cupy-cuda13x)"
 NO_TORCH = "torch is not installed: the comparison with torch's SDPA did not run (every other check passed)"

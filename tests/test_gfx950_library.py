@@ -10,6 +10,8 @@ import subprocess
 
 import pytest
 
+import markers
+
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -138,8 +140,7 @@ def test_same_validation_as_cuda(lib):
     assert b"heads_q = 8 is not a multiple of heads_kv = 3" in lib.flashprefill_last_error()
 
 
-@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
-                    reason="a HIP runtime is installed here")
+@markers.without_hip_runtime
 def test_forward_without_rocm_is_a_clean_status(lib):
     status = lib.flashprefill_forward(ctypes.byref(params()), None)
     assert status == Status.ERROR_NO_DEVICE
@@ -175,8 +176,7 @@ def test_quantize_prepared_layout_is_hoppers(lib):
     assert b"codes_layout PREPARED is Hopper's" in lib.flashprefill_last_error()
 
 
-@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
-                    reason="a HIP runtime is installed here")
+@markers.without_hip_runtime
 @pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
     """The dims with a quantizer kernel: without ROCm they stop at loading it."""
