@@ -11,7 +11,6 @@ import subprocess
 import pytest
 
 import markers
-
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
