@@ -52,9 +52,9 @@ def to_f64(x):
 
 
 def copy(x):
-    """A contiguous copy of x of its dtype (through its bits: CuPy has no copy kernel for ml_dtypes dtypes)."""
-    xp = fp8.array_module(x)
-    return xp.ascontiguousarray(bits(x)).view(x.dtype)
+    """A new contiguous array of x's dtype and values (through its bits: CuPy has no copy kernel for ml_dtypes
+    dtypes)."""
+    return bits(x).copy(order="C").view(x.dtype)
 
 
 def equal(a, b):

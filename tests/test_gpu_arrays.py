@@ -44,9 +44,10 @@ def test_to_e4m3_within_range_is_ml_dtypes(rng):
     assert np.array_equal(ga.bits(got)[in_range], ga.bits(x[in_range].astype(ml_dtypes.float8_e4m3fn)))
 
 
+@pytest.mark.parametrize("step", [1, 2], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("dtype", [ga.BF16, ga.E4M3, np.dtype(np.float32)])
-def test_copy_and_equal(rng, dtype):
-    x = rng.standard_normal((3, 5)).astype(dtype)[:, ::2]
+def test_copy_and_equal(rng, dtype, step):
+    x = rng.standard_normal((3, 5)).astype(dtype)[:, ::step]
     y = ga.copy(x)
     assert y.flags.c_contiguous and ga.equal(x, y)
     ga.bits(y)[0, 0] ^= 1
