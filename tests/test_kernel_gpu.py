@@ -99,7 +99,7 @@ def _quantize(x, per_head, heads_kv):
     else:
         descale = scale = cp.maximum(cp.abs(x).max() / cp.float32(FP8_MAX), cp.float32(1e-12))
     codes = ga.to_e4m3(x / scale)
-    return codes, cp.ascontiguousarray(descale.astype(cp.float32)), ga.to_f64(codes) * scale.astype(cp.float64)
+    return codes, descale.astype(cp.float32), ga.to_f64(codes) * scale.astype(cp.float64)  # astype: a new array
 
 
 def _quantize_blocks(x, block_tokens):
