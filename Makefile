@@ -1,7 +1,8 @@
 # flashprefill: plain nvcc / cc / clang calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart
-# static) and keeps each CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a
-# serialized wgmma fails the build. `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects
-# build/gfx950/<name>.co with clang-22 / ld.lld-22.
+# static; a link to its SONAME file libflashprefill.so.<ABI major>, exporting flashprefill_* only) and keeps each
+# CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized wgmma fails the build.
+# `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects build/gfx950/<name>.co with clang-22 /
+# ld.lld-22.
 
 NVCC    ?= nvcc
 CC      ?= cc
@@ -16,6 +17,11 @@ NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Is
 CLANG_AMD := clang-22
 LLD_AMD   := ld.lld-22
 GFX950    := -target amdgcn-amd-amdhsa -mcpu=gfx950 -mcode-object-version=5
+
+# The ABI's major version, read from the header (its one home): the libraries' SONAME. build/libflashprefill.so is
+# a link to build/libflashprefill.so.$(ABI_MAJOR), for the linker's -lflashprefill and for Python.
+ABI_MAJOR := $(shell sed -n 's/^\#define FLASHPREFILL_VERSION_MAJOR \([0-9]*\)$$/\1/p' include/flashprefill.h)
+EXPORTS   := src/exports.map
 
 C_SRC   := $(wildcard src/*.c)
 CU_SRC  := $(wildcard cuda/*.cu)
@@ -44,15 +50,23 @@ $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
 	@if grep -Eq $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; then \
 	  grep -E $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
 
-$(LIB): $(OBJ)
-	$(NVCC) $(HOPPER) -shared -cudart static -o $@ $(OBJ)
+$(LIB): $(LIB).$(ABI_MAJOR)
+	ln -sf $(notdir $<) $@
+
+$(LIB).$(ABI_MAJOR): $(OBJ) $(EXPORTS)
+	$(NVCC) $(HOPPER) -shared -cudart static -Xlinker --version-script=$(EXPORTS) \
+	  -Xlinker -soname=$(notdir $@) -o $@ $(OBJ)
 
 amd: $(AMD_CO) $(AMD_LIB)
 
 # The gfx950 host library: the same front end (src/), the HIP loader and launcher (hip/), the code objects
 # embedded; no ROCm needed to build or load it (libamdhip64.so is dlopened on first use).
-$(AMD_LIB): $(AMD_SRC) $(AMD_CO) $(HEADERS) $(wildcard hip/*.h)
-	$(CC) $(CFLAGS) -Ihip -shared -o $@ $(AMD_SRC) -ldl -lpthread -lm
+$(AMD_LIB): $(AMD_LIB).$(ABI_MAJOR)
+	ln -sf $(notdir $<) $@
+
+$(AMD_LIB).$(ABI_MAJOR): $(AMD_SRC) $(AMD_CO) $(HEADERS) $(wildcard hip/*.h) $(EXPORTS)
+	$(CC) $(CFLAGS) -Ihip -shared -Wl,--version-script=$(EXPORTS),-soname=$(notdir $@) -o $@ $(AMD_SRC) \
+	  -ldl -lpthread -lm
 
 $(BUILD)/gfx950:
 	mkdir -p $@

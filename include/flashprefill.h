@@ -11,19 +11,28 @@
  *
  * The library never aborts, never prints and reads no environment variables: every failure is a status,
  * and flashprefill_last_error() says which argument was wrong and why (thread-local).
+ *
+ * ABI: every params struct starts with `uint32_t struct_bytes`, its sizeof as the caller's header saw it; make
+ * one with flashprefill_params_init() (and the _quantize_ / _prepare_v_ ones), which zero every other field. The
+ * library reads struct_bytes before anything else and refuses a size it does not know (INVALID_ARGUMENT) without
+ * reading further (this version knows only its own sizes). From 0.8.0 on, a new field is appended (the minor
+ * version), so that a later library can take an earlier struct as it stands; a change to existing fields bumps
+ * FLASHPREFILL_VERSION_MAJOR, the shared libraries' SONAME (libflashprefill.so.<major>). The version below is
+ * written nowhere else: the libraries and the Makefile read it from here, Python from the library.
  */
 #ifndef FLASHPREFILL_H
 #define FLASHPREFILL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 7
-#define FLASHPREFILL_VERSION_PATCH 1
+#define FLASHPREFILL_VERSION_MINOR 8
+#define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
     FLASHPREFILL_SUCCESS = 0,
@@ -99,6 +108,8 @@ typedef enum flashprefill_v_layout {
 } flashprefill_v_layout;
 
 typedef struct flashprefill_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_params): set by flashprefill_params_init() */
+
     /* Tensors: device pointers, 16-byte aligned. */
     const void *q;   /* (batch, seqlen_q, heads_q, dim_qk), in_dtype */
     const void *k;   /* (batch, seqlen_k, heads_kv, dim_qk), in_dtype */
@@ -152,6 +163,7 @@ typedef struct flashprefill_params {
  * FLASHPREFILL_SCORES_FP16). The numpy model, bit for bit: flashprefill.prepare.transform then
  * flashprefill.fp8.quantize_blocks. */
 typedef struct flashprefill_quantize_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_quantize_params): set by flashprefill_quantize_params_init() */
     const void *x;       /* (batch, seqlen, heads, dim), x_dtype; 16-byte aligned */
     void *codes;         /* (batch, seqlen, heads, dim) e4m3; must not overlap x */
     int8_t *exponents;   /* (batch, heads, ceil(seqlen / block_tokens)) contiguous: the PER_BLOCK descale */
@@ -175,6 +187,7 @@ typedef struct flashprefill_quantize_params {
  * in FLASHPREFILL_V_LAYOUT_PREPARED (flashprefill_params.v_layout) with the same values: codes unchanged, keys
  * reordered, positions past seqlen set to 0. One pass over v's bytes. */
 typedef struct flashprefill_prepare_v_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_prepare_v_params): set by flashprefill_prepare_v_params_init() */
     const void *v;      /* (batch, seqlen, heads, dim) e4m3, 16-byte aligned */
     void *prepared;     /* rows of round_up(seqlen, 16) positions, 16-byte aligned; must not overlap v */
     int64_t v_stride_batch, v_stride_seq, v_stride_head, v_stride_dim;       /* elements; dim's must be 1 */
@@ -184,7 +197,33 @@ typedef struct flashprefill_prepare_v_params {
     int32_t batch, seqlen, heads, dim; /* dim a multiple of 16 */
 } flashprefill_prepare_v_params;
 
-/* "0.6.0". */
+/* Params with every field zero (NULL, DEFAULT, NONE) but struct_bytes, the size this header gives the struct.
+   Inline, so that the size is the caller's, compiled in with the caller's header. */
+static inline flashprefill_params flashprefill_params_init(void)
+{
+    flashprefill_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+static inline flashprefill_quantize_params flashprefill_quantize_params_init(void)
+{
+    flashprefill_quantize_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+static inline flashprefill_prepare_v_params flashprefill_prepare_v_params_init(void)
+{
+    flashprefill_prepare_v_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+/* The library's version, "MAJOR.MINOR.PATCH" of the FLASHPREFILL_VERSION_* it was built with. */
 const char *flashprefill_version(void);
 
 /* A fixed description of a status, e.g. "invalid argument". Never NULL. */

@@ -49,6 +49,20 @@ static const char *dtype_name(flashprefill_dtype dtype)
     return dtype == FLASHPREFILL_DTYPE_BF16 ? "bf16" : "fp8_e4m3";
 }
 
+/* A descale as the caller wrote it, e.g. "PER_BLOCK of 64 tokens", into buf. */
+static const char *descale_name(const flashprefill_descale *d, char *buf, size_t bytes)
+{
+    switch (d->kind) {
+    case FLASHPREFILL_DESCALE_NONE: return "NONE";
+    case FLASHPREFILL_DESCALE_PER_TENSOR: return "PER_TENSOR";
+    case FLASHPREFILL_DESCALE_PER_HEAD: return "PER_HEAD";
+    case FLASHPREFILL_DESCALE_PER_BLOCK:
+        snprintf(buf, bytes, "PER_BLOCK of %d tokens", (int)d->block_tokens);
+        return buf;
+    }
+    return "?"; /* validation refused other kinds before any kernel is looked for */
+}
+
 static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale *d)
 {
     if (!(e->descale_kinds & FP_DESCALE_BIT(d->kind)))
@@ -84,12 +98,15 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
         refused_by_check = 1;
     }
     *status = FLASHPREFILL_ERROR_NOT_SUPPORTED;
+    char q_block[32], k_block[32], v_block[32];
     if (!refused_by_check)
         fp_fail(*status,
-                "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descale kinds q/k/v %d/%d/%d, "
+                "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descales q %s, k %s, v %s, "
                 "probabilities %s, scores %s, v_layout %s (%d kernels built)",
-                dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v, (int)p->q_descale.kind,
-                (int)p->k_descale.kind, (int)p->v_descale.kind,
+                dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v,
+                descale_name(&p->q_descale, q_block, sizeof q_block),
+                descale_name(&p->k_descale, k_block, sizeof k_block),
+                descale_name(&p->v_descale, v_block, sizeof v_block),
                 p->probabilities == FLASHPREFILL_PROBABILITIES_FP16 ? "FP16" : "DEFAULT",
                 p->scores == FLASHPREFILL_SCORES_FP16   ? "FP16"
                 : p->scores == FLASHPREFILL_SCORES_FP32 ? "FP32"

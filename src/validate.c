@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define FP_TENSOR_ALIGN_BYTES 16
 
@@ -17,6 +18,17 @@ static int dtype_bytes(flashprefill_dtype dtype)
     case FLASHPREFILL_DTYPE_FP32: return 0;
     }
     return 0;
+}
+
+/* The first check of every call, before any other field is read: a struct of another size is another layout. */
+static flashprefill_status check_struct_bytes(const char *c_type, uint32_t struct_bytes, uint32_t library_bytes)
+{
+    if (struct_bytes != library_bytes)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "%s struct is %u bytes (its struct_bytes); this library (version %s) takes %u: rebuild "
+                       "against its header and make the struct with %s_init()", c_type, (unsigned)struct_bytes,
+                       flashprefill_version(), (unsigned)library_bytes, c_type);
+    return FLASHPREFILL_SUCCESS;
 }
 
 static flashprefill_status check_positive(const char *name, int32_t value)
@@ -153,11 +165,35 @@ static flashprefill_status check_descale(const char *name, const flashprefill_de
                    (int)d->kind);
 }
 
+/* Head dims no kernel of the backend takes are reported before the strides: with such a dim the strides are often
+   off too, and "dim 100 has no kernel" is the mistake to fix first. */
+static flashprefill_status check_dims_built(const flashprefill_params *p)
+{
+    char built[128] = "";
+    int length = 0;
+    for (int i = 0; i < fp_backend_kernel_count; ++i) {
+        const fp_kernel_entry *e = &fp_backend_kernels[i];
+        if (e->dim_qk == p->dim_qk && e->dim_v == p->dim_v)
+            return FLASHPREFILL_SUCCESS;
+        int listed = 0;
+        for (int j = 0; j < i; ++j)
+            listed |= fp_backend_kernels[j].dim_qk == e->dim_qk && fp_backend_kernels[j].dim_v == e->dim_v;
+        if (!listed && length < (int)sizeof built)
+            length += snprintf(built + length, sizeof built - length, "%s%d/%d", length ? " or " : "",
+                               (int)e->dim_qk, (int)e->dim_v);
+    }
+    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                   "no kernel of this build takes dim_qk = %d with dim_v = %d: dim_qk/dim_v must be %s", (int)p->dim_qk,
+                   (int)p->dim_v, built);
+}
+
 flashprefill_status fp_validate(const flashprefill_params *p)
 {
     flashprefill_status s;
     if (p == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_struct_bytes("flashprefill_params", p->struct_bytes, (uint32_t)sizeof *p)))
+        return s;
 
     if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen_q", p->seqlen_q)) ||
         (s = check_positive("seqlen_k", p->seqlen_k)) || (s = check_positive("heads_q", p->heads_q)) ||
@@ -186,6 +222,8 @@ flashprefill_status fp_validate(const flashprefill_params *p)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->out_dtype);
 
+    if ((s = check_dims_built(p)))
+        return s;
     if (p->v_layout != FLASHPREFILL_V_LAYOUT_DEFAULT && p->v_layout != FLASHPREFILL_V_LAYOUT_PREPARED)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "v_layout = %d is not a flashprefill_v_layout",
                        (int)p->v_layout);
@@ -274,6 +312,8 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     flashprefill_status s;
     if (p == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_struct_bytes("flashprefill_quantize_params", p->struct_bytes, (uint32_t)sizeof *p)))
+        return s;
     if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
         (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)) ||
         (s = check_positive("block_tokens", p->block_tokens)))
@@ -326,6 +366,8 @@ flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p
     flashprefill_status s;
     if (p == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_struct_bytes("flashprefill_prepare_v_params", p->struct_bytes, (uint32_t)sizeof *p)))
+        return s;
     if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
         (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)))
         return s;

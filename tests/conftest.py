@@ -1,7 +1,11 @@
-"""Shared test setup: the `gpu` marker, skipped with the reason where no NVIDIA GPU is usable; fresh random
-generators whose seed each failing test's captured output names."""
+"""Shared test setup: the markers of markers.py registered, the gpu rule (skip where no GPU is visible, fail where one
+is but a gpu test cannot run), and fresh random generators whose seed each failing test's captured output names."""
+import glob
+
 import numpy as np
 import pytest
+
+import markers
 
 
 def _no_gpu_reason():
@@ -14,16 +18,63 @@ def _no_gpu_reason():
     return None if count > 0 else "no NVIDIA GPU (CuPy sees 0 devices)"
 
 
+def _gpu_visible():
+    """Whether the machine shows an NVIDIA GPU, asked of the driver's device files rather than of CuPy."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skipped where CuPy sees none)")
+    for name, description in markers.GROUPS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
 
 
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
     reason = _no_gpu_reason() if gpu_items else None
-    if reason:
-        for item in gpu_items:
+    if reason is None:
+        return
+    visible = _gpu_visible()
+    for item in gpu_items:
+        if visible:
+            item.stash[_UNUSABLE] = reason
+        else:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+_UNUSABLE = pytest.StashKey[str]()
+
+
+def pytest_runtest_setup(item):
+    if _UNUSABLE in item.stash:
+        pytest.fail(f"a GPU is visible (/dev/nvidia*) but this gpu test cannot use it: {item.stash[_UNUSABLE]}")
+
+
+def _skip_reason(report):
+    longrepr = report.longrepr
+    return longrepr[2].removeprefix("Skipped: ") if isinstance(longrepr, tuple) else str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """On a machine with a GPU, a test file skipped as a whole (a module it needs is missing) is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(collector, pytest.Module) and _gpu_visible():
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid} was skipped as a whole on a machine with a GPU: "
+                           f"{_skip_reason(report)}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a machine with a GPU, a gpu test that skips is a failure, but for a missing peer (markers.PEER_SKIPS)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and "gpu" in item.keywords and _gpu_visible():
+        reason = _skip_reason(report)
+        if reason not in markers.PEER_SKIPS:
+            report.outcome = "failed"
+            report.longrepr = f"a gpu test skipped on a machine with a GPU: {reason}"
 
 
 @pytest.fixture

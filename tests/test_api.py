@@ -1,5 +1,6 @@
 """The Python API on paths that need no GPU: supports() with DeviceArray stand-ins (validation never reads
 the data), descale translation, the checks only Python can make, and Error."""
+import numpy as np
 import pytest
 
 import flashprefill as fp
@@ -197,3 +198,31 @@ def test_bad_descales(value, error, message):
 def test_block_tokens_must_be_positive_int(block_tokens):
     with pytest.raises(ValueError, match="block_tokens must be an int > 0"):
         fp.BlockScales(fake((2, 2, 2), "int8"), block_tokens)
+
+
+@pytest.mark.parametrize("out", [fake((2, 200, 8, 128), "float32"), fake((2, 200, 8, 64), "bfloat16"),
+                                 fake((2, 199, 8, 128), "bfloat16"), fake((200, 8, 128), "bfloat16")],
+                         ids=["float32", "dim_v", "seqlen_q", "3-d"])
+def test_supports_checks_out_as_attention_does(out):
+    """A wrong out is the same ValueError from supports as from attention (attention checks it before any
+    library or device work of its own)."""
+    with pytest.raises(ValueError, match=r"out must be bfloat16 of shape \(batch, seqlen_q, heads_q, dim_v\) = "
+                                         r"\(2, 200, 8, 128\)"):
+        fp.supports(*arrays(), out=out)
+
+
+@pytest.mark.parametrize("causal", [0.5, 1.0, 2, -1, "yes", None])
+def test_causal_must_be_a_bool(causal):
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        fp.supports(*arrays(), causal=causal)
+
+
+@pytest.mark.parametrize("causal", [True, False, 0, 1, np.bool_(True), np.int64(0)])
+def test_causal_bools_and_their_ints(causal):
+    assert fp.supports(*arrays(seqlen_q=256), causal=causal) in (True, False)
+
+
+@pytest.mark.parametrize("ptr", [2**64 + 16, -16, 2**64])
+def test_device_array_pointer_must_fit_64_bits(ptr):
+    with pytest.raises(ValueError, match="is not a 64-bit address"):
+        DeviceArray(ptr, (1, 16, 1, 128), "bfloat16")

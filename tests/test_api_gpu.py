@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import flashprefill as fp
+import markers
 from flashprefill import _arrays, fp8
 from flashprefill.reference import attention_reference, error_report, relative_l2
 
 pytestmark = pytest.mark.gpu
-cupy = pytest.importorskip("cupy")
+cupy = pytest.importorskip("cupy", reason=markers.NO_CUPY)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_NAN_BITS = 0x7FC0
@@ -122,7 +123,7 @@ def test_attention_raw_pointers():
 
 
 def test_attention_torch_bf16():
-    torch = pytest.importorskip("torch", reason="torch is not installed")
+    torch = markers.torch_or_skip(markers.NO_TORCH_INPUTS)
     shape = SHAPES["gqa 4:1, non-tile seqlen"]
     q, k, v = host_inputs(shape)
     tq, tk, tv = (torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda() for x in (q, k, v))
@@ -139,7 +140,7 @@ def test_attention_torch_direct_and_through_dlpack_agree(monkeypatch):
     """torch tensors on torch's current stream are read directly (data_ptr, stride); on another stream they go
     through DLPack, which orders that stream after the producer's. Both give the same bits, strided views
     (q, k, v out of one packed qkv buffer) included, and fp8 with per-head descales too."""
-    torch = pytest.importorskip("torch", reason="torch is not installed")
+    torch = markers.torch_or_skip(markers.NO_TORCH_INPUTS)
     batch, seq, heads, heads_kv, dim = 2, 300, 8, 2, 128
     packed = torch.randn(batch, seq, heads + 2 * heads_kv, dim, device="cuda").to(torch.bfloat16)
     q, k, v = packed.split([heads, heads_kv, heads_kv], dim=2)
@@ -172,7 +173,7 @@ def test_quantize_fp8_cupy_is_bit_identical_to_numpy():
 
 
 def test_quantize_fp8_torch_is_bit_identical_to_numpy():
-    torch = pytest.importorskip("torch", reason="torch is not installed")
+    torch = markers.torch_or_skip(markers.NO_TORCH_INPUTS)
     x = host_inputs((1, 130, 130, 2, 2, 128, 128))[0]
     codes, scales = fp.quantize_fp8(torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda(), block=64)
     host_codes, host_exponents = fp8.quantize_blocks(x, 64)

@@ -163,6 +163,40 @@ def test_descale_quantizers(rng_seed, granularity):
     assert fp8.quantize_per_tensor(np.zeros((1, 2, 1, 4)))[1] == 1
 
 
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("granularity", ["tensor", "head"])
+def test_descale_quantizers_saturate_non_finite(rng_seed, granularity, bad):
+    """inf or NaN in a tensor (head) gives it descale 1, as quantize_blocks gives such a block e = 0: never a NaN or
+    infinite descale; inf saturates to ±448, NaN stays the NaN code, every finite value keeps its code at scale 1
+    (saturating at 448); other heads are untouched."""
+    rng, seed = rng_seed
+    x = (rng.standard_normal((2, 64, 3, 32)) * 1000).astype(np.float32)  # some values past 448 at scale 1
+    clean_codes, clean_descale = (fp8.quantize_per_tensor if granularity == "tensor" else fp8.quantize_per_head)(x)
+    x[1, 5, 2, 7] = bad
+    with np.errstate(all="raise"):  # no numpy warning either
+        codes, descale = (fp8.quantize_per_tensor if granularity == "tensor" else fp8.quantize_per_head)(x)
+    assert np.isfinite(descale).all(), f"seed={seed}"
+    hit = (slice(None),) * 4 if granularity == "tensor" else (1, slice(None), 2, slice(None))
+    assert (descale if granularity == "tensor" else descale[1, 2]) == 1, f"seed={seed}"
+    want = fp8.e4m3_encode(np.where(np.isfinite(x), x, 0)[hit])
+    want[(~np.isfinite(x))[hit]] = (fp8.E4M3_NAN_CODE if np.isnan(bad)
+                                    else fp8.E4M3_MAX_CODE | (0x80 if bad < 0 else 0))
+    assert np.array_equal(codes[hit], want), f"seed={seed}"
+    decoded = fp8.e4m3_decode(codes)
+    assert np.isnan(decoded).sum() == (1 if np.isnan(bad) else 0), f"seed={seed}"
+    if granularity == "head":
+        others = np.ones((2, 3), dtype=bool)
+        others[1, 2] = False
+        assert np.array_equal(descale[others], clean_descale[others])
+        assert np.array_equal(codes.transpose(0, 2, 1, 3)[others], clean_codes.transpose(0, 2, 1, 3)[others])
+
+
+@pytest.mark.parametrize("block_tokens", [0, -64, 1.5, None])
+def test_quantize_blocks_refuses_bad_block_tokens(block_tokens):
+    with pytest.raises(ValueError, match="block_tokens must be an int > 0"):
+        fp8.quantize_blocks(np.ones((1, 4, 1, 32)), block_tokens)
+
+
 # Exact float32 FFMA
 
 def exact_fma_f32(a, b, c):

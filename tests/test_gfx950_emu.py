@@ -1,6 +1,5 @@
 """Tests of the gfx950 emulator (tools/gfx950_emu): each instruction family on tiny
 hand-written kernels, assembled with clang-22 and run from their disassembly."""
-import shutil
 import struct
 import subprocess
 import sys
@@ -10,13 +9,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import markers
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from gfx950_emu import EmulatorError, GlobalMemory, load_code_object, run_kernel  # noqa: E402
 
-_TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22")
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in _TOOLS),
-    reason="needs clang-22, ld.lld-22 and llvm-objdump-22 (apt-get install clang-22 lld-22 llvm-22)")
+pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 
 
 # s[0:1] kernarg; s[4:5] = arg0 (out), s[6:7] = arg1, s[8:9] = arg2; v1 = lane * 4 bytes

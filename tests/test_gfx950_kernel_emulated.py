@@ -7,19 +7,19 @@ What this does not show: timing, hazards the emulator does not model (tools/gfx9
 v_exp_f32 / v_rcp_f32 / v_log_f32 accuracy (the emulator computes them exactly in float32)."""
 import ctypes
 import pathlib
-import shutil
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import markers
 import probability_codes
 from flashprefill import fp8, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
+pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 RNG = np.random.default_rng()
 BF16_NAN = np.uint16(0x7FC0)
 QUERIES_PER_WORKGROUP, LANES_PER_WORKGROUP = 256, 512  # 8 waves of 32 queries (asm/gfx950/fwd_contract.inc)

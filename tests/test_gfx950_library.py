@@ -1,6 +1,7 @@
 """The gfx950 host library (build/libflashprefill_gfx950.so, `make amd`) on a machine without ROCm: the same C
 ABI and validation as the CUDA library, a clean NO_DEVICE when libamdhip64.so is missing, and the load-time
-check of the embedded code object's kernel descriptor against a gfx950 CU."""
+check of the embedded code object's kernel descriptor against a gfx950 CU. The library exports only flashprefill_*,
+so that check (hip/code_object_check.c) is compiled here on its own into a probe library."""
 import ctypes
 import pathlib
 import re
@@ -9,6 +10,7 @@ import subprocess
 
 import pytest
 
+import markers
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -22,6 +24,24 @@ class Resources(ctypes.Structure):
                 ("kernarg_bytes", ctypes.c_uint32), ("vgprs", ctypes.c_uint32)]
 
 
+# The one function of src/api.c that hip/code_object_check.c calls, for the probe library.
+FAIL_STUB = r"""
+#include <stdarg.h>
+#include <stdio.h>
+#include "backend.h"
+static char last_error[512];
+flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, args);
+    va_end(args);
+    return status;
+}
+const char *flashprefill_last_error(void) { return last_error; }
+"""
+
+
 @pytest.fixture(scope="module")
 def lib():
     if not LIBRARY.exists():
@@ -30,6 +50,23 @@ def lib():
     lib.flashprefill_supports.restype = ctypes.c_int
     lib.flashprefill_forward.restype = ctypes.c_int
     lib.flashprefill_quantize.restype = ctypes.c_int
+    lib.flashprefill_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+@pytest.fixture(scope="module")
+def check(tmp_path_factory):
+    """hip/code_object_check.c alone in a shared library: fp_code_object_resources, fp_check_resources."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler (cc) to build the code object check alone")
+    directory = tmp_path_factory.mktemp("code_object_check")
+    (directory / "fail.c").write_text(FAIL_STUB)
+    probe = directory / "check.so"
+    subprocess.run([compiler, "-std=gnu11", "-O1", "-fPIC", "-shared", "-Wall", "-Werror", f"-I{ROOT / 'include'}",
+                    f"-I{ROOT / 'src'}", f"-I{ROOT / 'hip'}", str(ROOT / "hip" / "code_object_check.c"),
+                    str(directory / "fail.c"), "-o", str(probe)], check=True)
+    lib = ctypes.CDLL(str(probe))
     lib.flashprefill_last_error.restype = ctypes.c_char_p
     lib.fp_code_object_resources.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
                                              ctypes.POINTER(Resources)]
@@ -102,8 +139,7 @@ def test_same_validation_as_cuda(lib):
     assert b"heads_q = 8 is not a multiple of heads_kv = 3" in lib.flashprefill_last_error()
 
 
-@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
-                    reason="a HIP runtime is installed here")
+@markers.without_hip_runtime
 def test_forward_without_rocm_is_a_clean_status(lib):
     status = lib.flashprefill_forward(ctypes.byref(params()), None)
     assert status == Status.ERROR_NO_DEVICE
@@ -139,8 +175,7 @@ def test_quantize_prepared_layout_is_hoppers(lib):
     assert b"codes_layout PREPARED is Hopper's" in lib.flashprefill_last_error()
 
 
-@pytest.mark.skipif(any(pathlib.Path(d, "libamdhip64.so").exists() for d in ("/opt/rocm/lib", "/usr/lib")),
-                    reason="a HIP runtime is installed here")
+@markers.without_hip_runtime
 @pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
     """The dims with a quantizer kernel: without ROCm they stop at loading it."""
@@ -150,11 +185,11 @@ def test_quantize_without_rocm_is_a_clean_status(lib, dim):
 
 @pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
                                     *(f"quantize_d{d}" for d in range(32, 257, 32))])
-def test_descriptor_resources_match_metadata(lib, kernel):
+def test_descriptor_resources_match_metadata(check, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()
     r = Resources()
-    assert lib.fp_code_object_resources(image, len(image), kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
+    assert check.fp_code_object_resources(image, len(image), kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
     if shutil.which("llvm-readelf-22"):
         notes = subprocess.run(["llvm-readelf-22", "--notes", str(path)], capture_output=True, text=True,
                                check=True).stdout
@@ -166,22 +201,22 @@ def test_descriptor_resources_match_metadata(lib, kernel):
                              .read_text(), re.M) if not kernel.startswith("quantize") else None
     expected = (0, 0, 104) if kernel.startswith("quantize") else (int(declared_lds.group(1)), 0, 232)
     assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == expected
-    assert lib.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
+    assert check.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
 
 @pytest.mark.parametrize("field, value, message", [("lds_bytes", 200 * 1024, b"bytes of LDS"),
                                                    ("vgprs", 520, b"VGPRs per lane"),
                                                    ("scratch_bytes", 16, b"scratch")])
-def test_oversized_kernels_are_refused(lib, field, value, message):
+def test_oversized_kernels_are_refused(check, field, value, message):
     r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=232, vgprs=240)
     setattr(r, field, value)
-    assert lib.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
-    assert message in lib.flashprefill_last_error()
+    assert check.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
+    assert message in check.flashprefill_last_error()
 
 
-def test_malformed_code_object_is_refused(lib):
+def test_malformed_code_object_is_refused(check):
     r = Resources()
     image = CODE_OBJECT.read_bytes()
     for bad in (b"not an elf", image[:200], image.replace(b"fwd_bf16_hd128.kd", b"xxx_xxxx_xxxxx.kd")):
-        assert lib.fp_code_object_resources(bad, len(bad), b"fwd_bf16_hd128", ctypes.byref(r)) == \
+        assert check.fp_code_object_resources(bad, len(bad), b"fwd_bf16_hd128", ctypes.byref(r)) == \
             Status.ERROR_NOT_SUPPORTED

@@ -6,18 +6,19 @@ model."""
 import ctypes
 import pathlib
 import re
-import shutil
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import markers
+
 from flashprefill import fp8, prepare
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)")
+pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 RNG = np.random.default_rng()
 POISON_CODE, POISON_EXPONENT = 0x7F, -128
 

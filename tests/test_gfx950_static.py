@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import gfx950_lint  # noqa: E402
 
-TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
-                                reason="needs clang-22, lld-22 and llvm-22 (apt-get install clang-22 lld-22 llvm-22)")
+pytestmark = markers.needs_llvm22
 ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
 QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim

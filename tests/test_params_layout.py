@@ -102,3 +102,11 @@ def header_enum(c_type):
 ], ids=["status", "dtype", "descale_kind", "v_layout"])
 def test_enums_match_header(enum, c_type, prefix):
     assert {f"{prefix}{member.name}": int(member) for member in enum} == header_enum(c_type)
+
+
+@pytest.mark.parametrize("struct", [Params, QuantizeParams, PrepareVParams], ids=lambda s: C_TYPES[s])
+def test_struct_bytes_defaults_to_the_c_size(c_layout, struct):
+    """A new mirror carries its size first, as the header's *_init() functions set it; an explicit value stays."""
+    assert struct().struct_bytes == c_layout[(C_TYPES[struct], "")][1]
+    assert c_layout[(C_TYPES[struct], "struct_bytes")] == (0, 4)
+    assert struct(struct_bytes=7).struct_bytes == 7

@@ -59,6 +59,9 @@ CASES = [
       for name in ("batch", "seqlen", "heads", "dim", "block_tokens")],
     ("x_dtype fp8", changed(x_dtype=DType.FP8_E4M3), INVALID, "x_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32"),
     ("x NULL", changed(x=None), INVALID, "x is NULL"),
+    *[(f"struct_bytes={value}", changed(struct_bytes=value), INVALID,
+       f"flashprefill_quantize_params struct is {value} bytes (its struct_bytes); this library (version ")
+      for value in (0, 136, ctypes.sizeof(QuantizeParams) + 8)],  # 136: 0.7.1's struct
     ("codes NULL", changed(codes=None), INVALID, "codes is NULL"),
     ("exponents NULL", changed(exponents=None), INVALID, "exponents is NULL"),
     ("x misaligned", changed(x=X + 2), INVALID, "is not 16-byte aligned"),

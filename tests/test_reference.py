@@ -120,3 +120,59 @@ def test_relative_l2_and_report():
         assert relative_l2(broken, ref) == float("inf")
         assert not relative_l2(broken, ref) < 1e300
         assert "(0, 1)" in error_report(broken, ref) and "non-finite in out: 1" in error_report(broken, ref)
+
+
+def _sees(i, j, seqlen_q, seqlen_k, causal):
+    return not causal or j <= i + seqlen_k - seqlen_q
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("tensor", ["q", "k", "v"])
+def test_non_finite_inputs_reach_what_they_reach(rng_seed, tensor, causal, bad):
+    """The rule of the docstring: one non-finite element makes exactly its reach NaN (q: its row; k: every row that
+    sees its key, all dims; v: those rows, its dim only; lse as out but untouched by v); every other element is the
+    reference of the inputs with that element zeroed, bit for bit."""
+    rng, seed = rng_seed
+    seqlen_q, seqlen_k, heads_q, heads_kv = 7, 11, 4, 2
+    q, k, v = random_qkv(rng, 2, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk=6, dim_v=5)
+    x = {"q": q, "k": k, "v": v}[tensor]
+    b, row, head, d = (int(rng.integers(n)) for n in x.shape)
+    x[b, row, head, d] = 0.0
+    clean, clean_lse = attention_reference(q, k, v, causal=causal, return_lse=True)
+    x[b, row, head, d] = bad
+    out, lse = attention_reference(q, k, v, causal=causal, return_lse=True)
+    want = np.zeros(out.shape, dtype=bool)
+    want_lse = np.zeros(lse.shape, dtype=bool)
+    heads = [head] if tensor == "q" else [h for h in range(heads_q) if h // (heads_q // heads_kv) == head]
+    rows = [row] if tensor == "q" else [i for i in range(seqlen_q) if _sees(i, row, seqlen_q, seqlen_k, causal)]
+    for h in heads:
+        for i in rows:
+            if tensor == "v":
+                want[b, i, h, d] = True
+            else:
+                want[b, i, h, :] = want_lse[b, h, i] = True
+    assert np.array_equal(np.isnan(out), want), f"seed={seed}"
+    assert np.array_equal(np.isnan(lse), want_lse), f"seed={seed}"
+    assert np.array_equal(out[~want], clean[~want]) and np.array_equal(lse[~want_lse], clean_lse[~want_lse])
+
+
+def test_nan_in_a_masked_key_reaches_nothing(rng_seed):
+    rng, seed = rng_seed
+    q, k, v = random_qkv(rng, 1, 8, 8, 2, 1, 4, 4)
+    k[0, 7, 0, 1] = v[0, 7, 0, 2] = np.nan  # the last key: only the last query sees it
+    out, lse = attention_reference(q, k, v, return_lse=True)
+    assert np.isnan(out[0, 7]).all() and np.isnan(lse[0, :, 7]).all(), f"seed={seed}"
+    assert np.isfinite(out[0, :7]).all() and np.isfinite(lse[0, :, :7]).all(), f"seed={seed}"
+
+
+@pytest.mark.parametrize("shapes", [((1, 4, 2, 0), (1, 4, 2, 0), (1, 4, 2, 8)), ((1, 0, 2, 8),) * 3,
+                                    ((1, 4, 2, 8), (1, 4, 2, 8), (1, 4, 2, 0)), ((4, 2, 8),) * 3])
+def test_rejects_empty_or_not_4d(shapes):
+    with pytest.raises(ValueError, match="must be 4-d .* every extent > 0"):
+        attention_reference(*(np.ones(s) for s in shapes))
+
+
+def test_relative_l2_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"shape \(2, 3\), ref \(3,\)"):
+        relative_l2(np.ones((2, 3)), np.ones(3))

@@ -187,6 +187,12 @@ CASES = [
     ("v_layout PREPARED out overlaps a row's padding", lambda: prepared_v_params(seqlen_k=250),
      setter(out=FAKE_POINTERS["v"] + 2 * 2 * 128 * 256 - 16), INVALID, "out overlaps v"),
     ("bf16 scores FP16", valid_params, setter(scores=Scores.FP16), INVALID, "scores FP16 is an fp8 option"),
+    *[(f"struct_bytes={value}", valid_params, setter(struct_bytes=value), INVALID,
+       f"flashprefill_params struct is {value} bytes (its struct_bytes); this library (version ")
+      for value in (0, ctypes.sizeof(Params) - 8, ctypes.sizeof(Params) + 8, 2**32 - 1)],
+    *[(f"dims {dim_qk}/{dim_v}", valid_params, setter(dim_qk=dim_qk, dim_v=dim_v), NOT_SUPPORTED,
+       f"no kernel of this build takes dim_qk = {dim_qk} with dim_v = {dim_v}: dim_qk/dim_v must be 128/128 or 192/128")
+      for dim_qk, dim_v in ((100, 100), (64, 64), (192, 192), (128, 192))],
 ]
 
 
@@ -198,6 +204,26 @@ def test_invalid_argument(lib, make_params, mutate, status, substring):
     got, message = supports(lib, p)
     assert got == status, f"{got.name}: {message}"
     assert substring in message
+
+
+def test_struct_bytes_is_read_first(lib):
+    """A struct of another size is refused whatever its other fields hold, and the message names both sizes."""
+    p = with_fields(valid_params(), struct_bytes=304, heads_kv=3, dim_qk=-5, q=None)  # 304: 0.7.1's struct
+    status, message = supports(lib, p)
+    assert status == INVALID
+    assert message == (f"flashprefill_params struct is 304 bytes (its struct_bytes); this library (version "
+                       f"{lib.flashprefill_version().decode()}) takes {ctypes.sizeof(Params)}: rebuild against its "
+                       "header and make the struct with flashprefill_params_init()")
+    assert lib.flashprefill_forward(ctypes.byref(p), None) == INVALID
+
+
+def test_descales_are_named_in_not_supported(lib):
+    """PER_BLOCK of blocks no kernel takes: the message names each descale and its block size."""
+    p = fp8_params(DescaleKind.PER_BLOCK)
+    with_fields(p, q_descale__block_tokens=64, k_descale__kind=DescaleKind.NONE, v_descale__kind=DescaleKind.NONE)
+    status, message = supports(lib, p)
+    assert status == NOT_SUPPORTED, message
+    assert "descales q PER_BLOCK of 64 tokens, k NONE, v NONE" in message, message
 
 
 def test_null_params(lib):
@@ -272,6 +298,14 @@ def test_prepare_v_dim_of_whole_pieces(lib):
     assert lib.flashprefill_prepare_v(ctypes.byref(prepare_v_params(dim=120, v_stride_head=128)), None) == \
         NOT_SUPPORTED
     assert "prepare_v takes dim a multiple of 16, got 120" in lib.flashprefill_last_error().decode()
+
+
+def test_prepare_v_struct_bytes(lib):
+    p = PrepareVParams(struct_bytes=88, v=FAKE_POINTERS["v"], prepared=FAKE_POINTERS["out"])  # 88: 0.7.1's struct
+    assert lib.flashprefill_prepare_v(ctypes.byref(p), None) == INVALID
+    assert lib.flashprefill_last_error().decode().startswith(
+        f"flashprefill_prepare_v_params struct is 88 bytes (its struct_bytes); this library (version "
+        f"{lib.flashprefill_version().decode()}) takes {ctypes.sizeof(PrepareVParams)}")
 
 
 def test_prepare_v_null_params(lib):

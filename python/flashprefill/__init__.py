@@ -1,16 +1,18 @@
 """flashprefill: causal prefill attention in FP8 and BF16 (see api.py for the calls, scales.py for descales).
 
-`import flashprefill` needs no built library: the numpy reference (flashprefill.reference) and the FP8 model
-(flashprefill.fp8) work without it; the library is loaded on the first call that needs it.
+`import flashprefill` needs no built library, no GPU, no CuPy and no torch, and imports neither: the numpy reference
+(flashprefill.reference) and the FP8 model (flashprefill.fp8) work without them; the library is loaded on the first
+call that needs it. Every failure of a call is an Error (NoDeviceError, LibraryNotFoundError among them), but
+TypeError / ValueError for arguments no library could take.
 """
 from . import fp8, prepare, reference
 from ._arrays import DeviceArray
-from ._lib import LibraryNotFoundError
+from ._errors import Error, LibraryNotFoundError, NoDeviceError
 from ._params import DescaleKind, DType, Status
-from .api import Error, attention, prepare_v, quantize_fp8, quantize_qkv, supports, version
+from .api import attention, prepare_v, quantize_fp8, quantize_qkv, supports, version
 from .prepared_v import PreparedV
 from .scales import BlockScales
 
-__all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "PreparedV", "Status",
-           "attention", "fp8", "prepare", "prepare_v", "quantize_fp8", "quantize_qkv", "reference", "supports",
+__all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "NoDeviceError",
+           "PreparedV", "Status", "attention", "fp8", "prepare", "prepare_v", "quantize_fp8", "quantize_qkv", "reference", "supports",
            "version"]

@@ -21,6 +21,8 @@ import sys
 import ml_dtypes
 import numpy
 
+from . import _devices
+
 # Element sizes of the dtypes the library takes, by numpy name.
 ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int8": 1}
 _NUMPY_DTYPES = {
@@ -65,6 +67,8 @@ class DeviceArray:
 
     def __init__(self, ptr, shape, dtype, strides=None, device=0, owner=None):
         self.ptr = int(ptr)
+        if not 0 <= self.ptr < 2**64:
+            raise ValueError(f"ptr = {ptr!r} is not a 64-bit address")
         self.shape = tuple(int(n) for n in shape)
         self.dtype = numpy_dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
@@ -158,7 +162,10 @@ def _pointer_device(ptr, name):
     except ImportError as e:
         raise TypeError(f"{name}: finding the device of a __cuda_array_interface__ pointer needs CuPy; "
                         "pass a DeviceArray with its device") from e
-    return runtime.pointerGetAttributes(ptr).device
+    try:
+        return runtime.pointerGetAttributes(ptr).device
+    except runtime.CUDARuntimeError as e:
+        raise _devices.runtime_error(e, name) from e
 
 
 def _cai_device(obj, cai, name):
@@ -493,7 +500,7 @@ def empty(shape, dtype, like, stream):
                  else torch.cuda.stream(torch.cuda.ExternalStream(stream)))
         with scope:
             return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
-    import cupy
+    cupy = _devices.cupy(f"allocating a {dtype} array {shape}")
     scope = (contextlib.nullcontext() if _same_stream(cupy.cuda.get_current_stream().ptr, stream)
              else cupy.cuda.Stream.from_external(_StreamHandle(stream)))
     with scope:
@@ -502,7 +509,7 @@ def empty(shape, dtype, like, stream):
 
 def cupy_empty(shape, dtype):
     """cupy.empty for one of ITEMSIZE's dtypes."""
-    import cupy
+    cupy = _devices.cupy(f"allocating a {dtype} array {shape}")
     return cupy_view(cupy.empty(shape, _UNSIGNED_OF_SIZE[ITEMSIZE[dtype]]), dtype)
 
 

@@ -4,22 +4,23 @@ The shared libraries are loaded on first use, so that `import flashprefill` (and
 without a build. One library per backend, the same C ABI: "cuda" (NVIDIA Hopper, libflashprefill.so) and
 "hip" (AMD gfx950, libflashprefill_gfx950.so). Search order: the environment variable of the backend
 (FLASHPREFILL_LIBRARY, FLASHPREFILL_GFX950_LIBRARY: that file only, when set), then <repo>/build/<name>, then a
-copy beside this package.
+copy beside this package. build/<name> is the development link to the library's SONAME file (<name>.<ABI major>).
+Every call passes structs whose struct_bytes the library checks; a library older than 0.8.0, whose structs had no
+size, is refused at load.
 """
 import ctypes
 import functools
 import os
 import pathlib
 
+from ._errors import LibraryNotFoundError
 from ._params import Params, PrepareVParams, QuantizeParams
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
-
-
-class LibraryNotFoundError(ImportError):
-    """The shared library could not be loaded."""
+# The first version whose params structs start with struct_bytes: an older library would misread every call.
+FIRST_SIZED_VERSION = (0, 8, 0)
 
 
 def candidates(backend="cuda"):
@@ -71,9 +72,16 @@ def lib(backend="cuda"):
             tried.append(f"{path} (no such file)")
             continue
         try:
-            return _declare(ctypes.CDLL(str(path)))
+            library = _declare(ctypes.CDLL(str(path)))
         except OSError as e:
             tried.append(f"{path} ({e})")
+            continue
+        version = library.flashprefill_version().decode()
+        if tuple(int(part) for part in version.split(".")) < FIRST_SIZED_VERSION:
+            tried.append(f"{path} (version {version}, older than the first whose structs carry their size, "
+                         f"{'.'.join(map(str, FIRST_SIZED_VERSION))})")
+            continue
+        return library
     name, variable = LIBRARIES[backend]
     raise LibraryNotFoundError(
         f"{name} could not be loaded; build it with `make{' amd' if backend == 'hip' else ''}`, or set "

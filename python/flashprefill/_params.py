@@ -1,7 +1,9 @@
 """ctypes mirrors of the parameter types of include/flashprefill.h.
 
 The C header is the definition; tests/test_params_layout.py compiles it and checks that every field here has
-the C offset and size. C enums are `int` on every ABI this library targets, hence ctypes.c_int.
+the C offset and size. C enums are `int` on every ABI this library targets, hence ctypes.c_int. Each params struct
+starts with struct_bytes, which a new instance sets to the mirror's own size (as the header's *_init() functions
+do), so that a library of another layout refuses the call with a message instead of misreading it.
 """
 import ctypes
 import enum
@@ -60,13 +62,22 @@ class Descale(ctypes.Structure):
     ]
 
 
+class SizedStruct(ctypes.Structure):
+    """A params struct of the ABI: struct_bytes defaults to the size of the mirror."""
+
+    def __init__(self, *args, **fields):
+        fields.setdefault("struct_bytes", ctypes.sizeof(type(self)))
+        super().__init__(*args, **fields)
+
+
 def _strides(tensor):
     return [(f"{tensor}_stride_{axis}", ctypes.c_int64) for axis in ("batch", "seq", "head", "dim")]
 
 
-class Params(ctypes.Structure):
+class Params(SizedStruct):
     """flashprefill_params: device pointers, int64 strides in elements, shapes, numerics."""
     _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
         ("q", ctypes.c_void_p),
         ("k", ctypes.c_void_p),
         ("v", ctypes.c_void_p),
@@ -96,9 +107,10 @@ class Params(ctypes.Structure):
     ]
 
 
-class QuantizeParams(ctypes.Structure):
+class QuantizeParams(SizedStruct):
     """flashprefill_quantize_params: x (float) -> e4m3 codes and per-block exponents."""
     _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
         ("x", ctypes.c_void_p),
         ("codes", ctypes.c_void_p),
         ("exponents", ctypes.c_void_p),
@@ -117,9 +129,10 @@ class QuantizeParams(ctypes.Structure):
     ]
 
 
-class PrepareVParams(ctypes.Structure):
+class PrepareVParams(SizedStruct):
     """flashprefill_prepare_v_params: e4m3 v (batch, seq, heads, dim) -> the PREPARED layout."""
     _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
         ("v", ctypes.c_void_p),
         ("prepared", ctypes.c_void_p),
         *_strides("v"),

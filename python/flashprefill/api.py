@@ -11,7 +11,10 @@ import dataclasses
 import functools
 import math
 
-from . import _arrays, _lib, fp8, prepare, prepared_v
+import numpy
+
+from . import _arrays, _devices, _lib, fp8, prepare, prepared_v
+from ._errors import Error, NoDeviceError
 from ._params import DType, Params, PrepareVParams, Probabilities, QuantizeParams, Scores, Status, VLayout
 from .prepared_v import PreparedV
 from .scales import BlockScales, descale
@@ -27,19 +30,11 @@ _INT32_MAX = 2**31 - 1
 _STAND_IN_OUT_PTR = 1 << 12
 
 
-class Error(RuntimeError):
-    """A failed library call. status: Status; message: flashprefill_last_error() of that call."""
-
-    def __init__(self, status, message, library=None):
-        self.status = Status(status)
-        self.message = message
-        library = library or _lib.lib()
-        super().__init__(f"{library.flashprefill_status_string(status).decode()}: {message}")
-
-
 def _check(status, library):
+    if status == Status.ERROR_NO_DEVICE:
+        raise NoDeviceError(library.flashprefill_last_error().decode())
     if status != Status.SUCCESS:
-        raise Error(status, library.flashprefill_last_error().decode(), library)
+        raise Error(status, library.flashprefill_last_error().decode())
 
 
 def version(backend="cuda"):
@@ -81,7 +76,9 @@ def _release(keep):
 def _library_call(like, name, stream):
     """(library, device, stream handle, keep) for one call on the device of `like` (named `name`), that device
     current meanwhile; the arrays imported into `keep` are released on exit."""
-    library = _lib.lib(_arrays.backend_of(like, name))
+    backend = _arrays.backend_of(like, name)
+    library = _lib.lib(backend)
+    _devices.require(like, name, backend)
     device = _arrays.device_of(like, name)
     handle = _arrays.resolve_stream(stream, like, device)
     keep = []
@@ -116,6 +113,23 @@ def _adapt_v(v, stream, keep):
     return view, VLayout.PREPARED
 
 
+def _adapt_out(out, problem, stream, keep):
+    """out's Tensor, bfloat16 (batch, seqlen_q, heads_q, dim_v): the same check for attention and supports."""
+    batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+    ot = _adapt(out, "out", stream, keep, writable=True)
+    if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
+        raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
+                         f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+    return ot
+
+
+def _causal(causal):
+    """causal as the ABI's 0 or 1; bool, or the ints 0 and 1 (numpy's too), nothing else."""
+    if isinstance(causal, (bool, int, numpy.bool_, numpy.integer)) and causal in (0, 1):
+        return int(causal)
+    raise ValueError(f"causal must be True or False, got {causal!r}")
+
+
 def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores,
             v_layout=VLayout.DEFAULT):
     """Params from the Tensors q, k, v and (ptr, strides) of out; descales: (q, k, v) Descale."""
@@ -126,7 +140,7 @@ def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, pro
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
     p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
                seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
-               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=int(causal),
+               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=_causal(causal),
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
@@ -154,7 +168,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     v: (batch, seqlen_k, heads_kv, dim_v); all bfloat16 or all float8_e4m3fn device arrays; heads_q a multiple
     of heads_kv (query head h reads KV head h // (heads_q // heads_kv)). fp8 with default probabilities: v may be a
     PreparedV (prepare_v), which the Hopper kernels load without transposing it (faster).
-    causal: query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <= seqlen_k.
+    causal: bool; query i sees key j iff j <= i + seqlen_k - seqlen_q (aligned bottom-right); needs seqlen_q <=
+    seqlen_k.
     softmax_scale: float, default 1/sqrt(dim_qk).
     q_descale, k_descale, v_descale: fp8 only; None, float32 factors or BlockScales (see scales.py).
     probabilities: fp8 only. "default": P of P.V as e4m3 codes computed without an exponential (fastest;
@@ -174,8 +189,9 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
     stream: int cudaStream_t, CuPy stream or torch stream; default the current stream of q's library.
     Returns out, or (out, lse). Enqueues the work and returns without waiting.
-    Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED),
-    TypeError / ValueError for arrays the library cannot take at all.
+    Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED), NoDeviceError
+    (an Error) where no GPU, driver or CuPy can serve it, before any GPU runtime call; TypeError / ValueError for
+    arrays and arguments the library cannot take at all.
     """
     with _library_call(q, "q", stream) as (library, device, handle, keep):
         qt, kt = (_adapt(x, name, handle, keep) for x, name in ((q, "q"), (k, "k")))
@@ -184,10 +200,7 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
         if out is None:
             out = _arrays.empty((batch, seqlen_q, heads_q, dim_v), "bfloat16", q, handle)
-        ot = _adapt(out, "out", handle, keep, writable=True)
-        if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
-            raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
-                             f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+        ot = _adapt_out(out, problem, handle, keep)
         lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
         lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
         _check_same_device(keep, device, "q")
@@ -215,7 +228,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
         if out is None:
             out_view = (_STAND_IN_OUT_PTR, _arrays.contiguous_strides((batch, seqlen_q, heads_q, dim_v)))
         else:
-            ot = _adapt(out, "out", None, keep, writable=True)
+            ot = _adapt_out(out, problem, None, keep)
             out_view = (ot.ptr, ot.strides)
         descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
         params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities,
@@ -364,6 +377,9 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     if probabilities == "fp16" and (scores == "fp16" or v_layout == "prepared"):
         raise ValueError("probabilities='fp16' takes float32 scores and v in its default layout, got "
                          f"scores={scores!r}, v_layout={v_layout!r}")
+    backend = _arrays.backend_of(q, "q")
+    _lib.lib(backend)
+    _devices.require(q, "q", backend)
     scores, v_layout = _resolve_auto(q, per_block, probabilities, scores, v_layout)
     out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout)
     if v_layout == "prepared" and not isinstance(out["v"], PreparedV):

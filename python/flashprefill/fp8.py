@@ -8,12 +8,9 @@ e4m3 here is OCP e4m3fn: a code is ``sign<<7 | E<<3 | M``; normal (E >= 1) value
 subnormal (E == 0) values ``M·2^-9``; the largest finite value is 448 (code 0x7e), codes 0x7f / 0xff are NaN,
 and there is no infinity.
 """
-import numpy as np
+import sys
 
-try:
-    import cupy as _cupy
-except ImportError:
-    _cupy = None
+import numpy as np
 
 E4M3_MAX = 448.0
 E4M3_NAN_CODE = 0x7F
@@ -23,8 +20,10 @@ EXPONENT_SPAN = 64  # quantize_blocks: the most the block exponents of one (batc
 
 
 def array_module(x):
-    """numpy or cupy, whichever module ``x`` belongs to (numpy when cupy is not installed)."""
-    return np if _cupy is None else _cupy.get_array_module(x)
+    """numpy or cupy, whichever module ``x`` belongs to. A CuPy array exists only once CuPy is imported, so CuPy is
+    never imported here: numpy when it is not loaded."""
+    cupy = sys.modules.get("cupy")
+    return np if cupy is None else cupy.get_array_module(x)
 
 
 def _decode_table():
@@ -101,6 +100,8 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     (e4m3_encode) is the only error.
     The library's GPU quantizer (flashprefill_quantize) computes the same bits.
     """
+    if not isinstance(block_tokens, (int, np.integer)) or block_tokens <= 0:
+        raise ValueError(f"block_tokens must be an int > 0, got {block_tokens!r}")
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
     batch, seqlen, heads, dim = x32.shape
@@ -131,26 +132,35 @@ def dequantize_blocks(codes, exponents, block_tokens=128):
     return e4m3_decode(codes).astype(scales.dtype) * scales[..., None]
 
 
+def _descale(amax, code_max):
+    """amax / code_max, or 1 where amax is 0 or not finite (a tensor or head holding inf or NaN: as quantize_blocks
+    gives such a block e = 0), in float32: never a NaN or infinite descale."""
+    xp = array_module(amax)
+    usable = xp.isfinite(amax) & (amax > 0)
+    return xp.where(usable, amax / xp.float32(code_max), xp.float32(1.0)).astype(xp.float32)
+
+
 def quantize_per_tensor(x):
     """FlashAttention-3 convention: x ≈ e4m3_decode(codes) · descale with descale = amax/448.
 
-    x: float (any shape). Returns codes uint8 (x's shape) and descale float32 0-d array (1.0 for an all-zero x).
+    x: float (any shape). Returns codes uint8 (x's shape) and descale float32 0-d array. An all-zero x takes
+    descale 1; so does an x holding inf or NaN, as quantize_blocks treats such a block: its finite values saturate at
+    ±448, inf gives ±448 and NaN the NaN code (e4m3_encode), and every finite value stays finite.
     """
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
-    amax = xp.abs(x32).max()
-    descale = xp.where(amax > 0, amax / xp.float32(E4M3_MAX), xp.float32(1.0)).astype(xp.float32)
+    descale = _descale(xp.abs(x32).max(), E4M3_MAX)
     return e4m3_encode(x32 / descale), descale
 
 
 def quantize_per_head(x, code_max=E4M3_MAX):
     """As quantize_per_tensor with one descale per (batch, head): x float (batch, seq, heads, dim) ->
     codes uint8 (batch, seq, heads, dim), descale float32 (batch, heads). code_max: the largest magnitude the codes
-    may take, an e4m3 value (448; f16_scores_q_code_max(dim) for q with float16 scores)."""
+    may take, an e4m3 value (448; f16_scores_q_code_max(dim) for q with float16 scores). A head holding inf or NaN
+    takes descale 1 (its codes then reach ±448, past a smaller code_max, as quantize_blocks' e = 0 blocks do)."""
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
-    amax = xp.abs(x32).max(axis=(1, 3))
-    descale = xp.where(amax > 0, amax / xp.float32(code_max), xp.float32(1.0)).astype(xp.float32)
+    descale = _descale(xp.abs(x32).max(axis=(1, 3)), code_max)
     return e4m3_encode(x32 / descale[:, None, :, None]), descale
 
 

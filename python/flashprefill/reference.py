@@ -22,9 +22,19 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
     a query that sees no key (only possible when seqlen_q > seqlen_k) gets output 0 and LSE -inf.
     Returns out float64 (batch, seqlen_q, heads_q, dim_v) and, with return_lse, the natural-log
     sum_j exp(scale·q·k_j) float64 (batch, heads_q, seqlen_q).
+
+    Non-finite inputs (NaN, ±inf), the rule the kernels are held to: they propagate as NaN to what they reach and
+    nowhere else. A non-finite element in q's row i (of head h) makes out[i, h, :] and lse[h, i] NaN; one in k's
+    row j makes out[i, h, :] and lse[h, i] NaN for every query i that sees key j (the causal mask decides; a masked
+    key reaches nothing) and every query head h of its group; one in v[j, d] makes out[i, h, d] NaN for those same
+    queries and heads, column d only (lse does not read v). Every other element is what the finite inputs give.
+
     Works one (batch, head) and QUERY_ROWS_PER_CHUNK query rows at a time to bound memory.
     """
     q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.ndim != 4 or 0 in x.shape:
+            raise ValueError(f"{name} must be 4-d (batch, seq, heads, dim) with every extent > 0, got {x.shape}")
     batch, seqlen_q, heads_q, dim_qk = q.shape
     _, seqlen_k, heads_kv, dim_v = v.shape
     if k.shape != (batch, seqlen_k, heads_kv, dim_qk):
@@ -33,18 +43,24 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
         raise ValueError(f"heads_q={heads_q} is not a multiple of heads_kv={heads_kv}")
     group = heads_q // heads_kv
     scale = dim_qk**-0.5 if softmax_scale is None else softmax_scale
+    # The finite inputs do the arithmetic; the non-finite elements' reach is marked NaN after it.
+    bad_q, bad_k, bad_v = (~np.isfinite(x) for x in (q, k, v))
+    q, k, v = (np.where(bad, 0.0, x) for x, bad in ((q, bad_q), (k, bad_k), (v, bad_v)))
+    bad_q_rows, bad_k_rows = bad_q.any(axis=3), bad_k.any(axis=3)
     out = np.zeros((batch, seqlen_q, heads_q, dim_v))
     lse = np.full((batch, heads_q, seqlen_q), -np.inf)
     keys = np.arange(seqlen_k)[None, :]
     for b in range(batch):
         for h in range(heads_q):
             kh, vh = k[b, :, h // group], v[b, :, h // group]
+            bad_kh, bad_vh = bad_k_rows[b, :, h // group], bad_v[b, :, h // group]
             for start in range(0, seqlen_q, QUERY_ROWS_PER_CHUNK):
                 rows = slice(start, min(start + QUERY_ROWS_PER_CHUNK, seqlen_q))
                 scores = scale * (q[b, rows, h] @ kh.T)
+                visible = np.ones((rows.stop - rows.start, seqlen_k), dtype=bool)
                 if causal:
-                    last_key = np.arange(rows.start, rows.stop)[:, None] + (seqlen_k - seqlen_q)
-                    scores = np.where(keys <= last_key, scores, -np.inf)
+                    visible = keys <= np.arange(rows.start, rows.stop)[:, None] + (seqlen_k - seqlen_q)
+                    scores = np.where(visible, scores, -np.inf)
                 row_max = scores.max(axis=1, keepdims=True)
                 seen = np.isfinite(row_max)
                 p = np.exp(scores - np.where(seen, row_max, 0.0))
@@ -52,6 +68,12 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
                 out[b, rows, h] = np.where(seen, p @ vh / np.where(seen, row_sum, 1.0), 0.0)
                 with np.errstate(divide="ignore"):
                     lse[b, h, rows] = np.where(seen, row_max + np.log(row_sum), -np.inf)[:, 0]
+                nan_rows = bad_q_rows[b, rows, h] | (visible & bad_kh[None, :]).any(axis=1)
+                out[b, rows, h][nan_rows] = np.nan
+                lse[b, h, rows][nan_rows] = np.nan
+                if bad_vh.any():
+                    nan_columns = (visible.astype(np.float64) @ bad_vh.astype(np.float64)) > 0
+                    out[b, rows, h][nan_columns] = np.nan
     return (out, lse) if return_lse else out
 
 
@@ -59,8 +81,11 @@ def relative_l2(out, ref):
     """‖out − ref‖ / ‖ref‖ in float64 (‖out − ref‖ alone when ref is all zero).
 
     Returns inf when out holds any NaN or inf, so a broken result never passes `relative_l2(...) < tol`.
+    out and ref must have the same shape (ValueError otherwise: broadcasting would compare the wrong elements).
     """
     out, ref = _as_float64(out), _as_float64(ref)
+    if out.shape != ref.shape:
+        raise ValueError(f"out has shape {out.shape}, ref {ref.shape}: relative_l2 compares arrays of one shape")
     if not np.isfinite(out).all():
         return float("inf")
     diff_norm = float(np.linalg.norm((out - ref).ravel()))

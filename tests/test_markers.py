@@ -1,0 +1,97 @@
+"""The gpu rule of conftest.py, on a small suite run by pytester with the machine's answers simulated: where no GPU is
+visible gpu tests skip; where one is visible, a gpu test that cannot run, or a file skipped as a whole, fails, and
+only a missing peer (markers.PEER_SKIPS) may skip. The groups are registered (`-m gpu`, `-m emulator` select)."""
+import glob
+import pathlib
+
+import pytest
+
+import markers
+
+pytest_plugins = ["pytester"]
+TESTS = pathlib.Path(__file__).resolve().parent
+
+SUITE = {
+    "test_gpu_suite": """
+        import pytest
+        import markers
+        pytestmark = pytest.mark.gpu
+        def test_runs():
+            pass
+        def test_needs_a_missing_module():
+            pytest.importorskip("flashprefill_no_such_module")
+        def test_peer_missing():
+            pytest.skip(markers.NO_FA3)
+    """,
+    "test_gpu_whole_file": """
+        import pytest
+        pytest.importorskip("flashprefill_no_such_module")
+        pytestmark = pytest.mark.gpu
+        def test_never():
+            pass
+    """,
+    "test_host": """
+        import pytest
+        @pytest.mark.emulator
+        def test_emulated():
+            pass
+        def test_plain():
+            pass
+    """,
+}
+
+
+@pytest.fixture
+def suite(pytester):
+    for name in ("conftest.py", "markers.py"):
+        (pytester.path / name).write_text((TESTS / name).read_text())
+    pytester.makepyfile(**SUITE)
+    return pytester
+
+
+def _machine(monkeypatch, visible, devices):
+    """Simulates the device files (/dev/nvidia*) and what CuPy's runtime answers (a count, or None: no CuPy)."""
+    real_glob = glob.glob
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if visible and "nvidia" in pattern
+                        else [] if "nvidia" in pattern else real_glob(pattern))
+    cupy = pytest.importorskip("cupy", reason="the simulated runtime answers are CuPy's")
+    if devices is None:
+        def no_driver():
+            raise cupy.cuda.runtime.CUDARuntimeError(35)
+        monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", no_driver)
+    else:
+        monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: devices)
+
+
+def test_no_gpu_visible_skips(suite, monkeypatch):
+    _machine(monkeypatch, visible=False, devices=None)
+    result = suite.runpytest_inprocess("-rs")
+    result.assert_outcomes(passed=2, skipped=4)
+
+
+def test_gpu_visible_fails_what_cannot_run(suite, monkeypatch):
+    _machine(monkeypatch, visible=True, devices=1)
+    result = suite.runpytest_inprocess("-rs", "test_gpu_suite.py", "test_host.py")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*a gpu test skipped on a machine with a GPU: could not import*"])
+    whole_file = suite.runpytest_inprocess("test_gpu_whole_file.py")
+    whole_file.assert_outcomes(errors=1)
+    whole_file.stdout.fnmatch_lines(["*test_gpu_whole_file.py was skipped as a whole on a machine with a GPU*"])
+
+
+def test_gpu_visible_but_unusable_fails(suite, monkeypatch):
+    _machine(monkeypatch, visible=True, devices=0)
+    result = suite.runpytest_inprocess("-rs", "test_gpu_suite.py")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*a GPU is visible (/dev/nvidia*) but this gpu test cannot use it: no NVIDIA GPU*"])
+
+
+@pytest.mark.parametrize("expression, passed", [("emulator", 1), ("not gpu and not emulator", 1)])
+def test_groups_select(suite, monkeypatch, expression, passed):
+    _machine(monkeypatch, visible=False, devices=None)
+    result = suite.runpytest_inprocess("-m", expression, "--strict-markers", "test_host.py", "test_gpu_suite.py")
+    result.assert_outcomes(passed=passed)
+
+
+def test_peer_skips_are_distinct():
+    assert len(set(markers.PEER_SKIPS)) == len(markers.PEER_SKIPS)
