@@ -130,9 +130,10 @@ def _sees(i, j, seqlen_q, seqlen_k, causal):
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("tensor", ["q", "k", "v"])
 def test_non_finite_inputs_reach_what_they_reach(rng_seed, tensor, causal, bad):
-    """The rule of the docstring: one non-finite element makes exactly its reach NaN (q: its row; k: every row that
-    sees its key, all dims; v: those rows, its dim only; lse as out but untouched by v); every other element is the
-    reference of the inputs with that element zeroed, bit for bit."""
+    """The rule of the docstring: one non-finite element makes its reach NaN (q: its row; k: every row that sees its
+    key, all dims; v: those rows, its dim only; lse as out but untouched by v), where ±inf in q or k reaches a row
+    through IEEE scores (a score of +inf or NaN makes the row NaN, one of -inf drops the key); every element that
+    does not read it is the reference of the inputs with that element zeroed, bit for bit."""
     rng, seed = rng_seed
     seqlen_q, seqlen_k, heads_q, heads_kv = 7, 11, 4, 2
     q, k, v = random_qkv(rng, 2, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk=6, dim_v=5)
@@ -144,17 +145,29 @@ def test_non_finite_inputs_reach_what_they_reach(rng_seed, tensor, causal, bad):
     out, lse = attention_reference(q, k, v, causal=causal, return_lse=True)
     want = np.zeros(out.shape, dtype=bool)
     want_lse = np.zeros(lse.shape, dtype=bool)
+    touched = np.zeros(out.shape, dtype=bool)  # rows that read the element and stay finite
     heads = [head] if tensor == "q" else [h for h in range(heads_q) if h // (heads_q // heads_kv) == head]
     rows = [row] if tensor == "q" else [i for i in range(seqlen_q) if _sees(i, row, seqlen_q, seqlen_k, causal)]
     for h in heads:
         for i in rows:
             if tensor == "v":
                 want[b, i, h, d] = True
-            else:
+                continue
+            keys = [j for j in range(seqlen_k) if _sees(i, j, seqlen_q, seqlen_k, causal)]
+            with np.errstate(invalid="ignore"):
+                scores = q[b, i, h] @ k[b, keys, h // (heads_q // heads_kv)].T
+            if np.isnan(scores).any() or (scores == np.inf).any():
                 want[b, i, h, :] = want_lse[b, h, i] = True
+            else:  # scores of -inf are keys of probability 0; a row of nothing else sees no key: 0, lse -inf
+                touched[b, i, h, :] = True
+                if (scores == -np.inf).all():
+                    assert (out[b, i, h] == 0).all() and lse[b, h, i] == -np.inf, f"seed={seed}"
     assert np.array_equal(np.isnan(out), want), f"seed={seed}"
     assert np.array_equal(np.isnan(lse), want_lse), f"seed={seed}"
-    assert np.array_equal(out[~want], clean[~want]) and np.array_equal(lse[~want_lse], clean_lse[~want_lse])
+    assert np.isfinite(out[touched]).all(), f"seed={seed}"
+    same = ~want & ~touched
+    same_lse = ~want_lse & ~touched.any(axis=3).transpose(0, 2, 1)
+    assert np.array_equal(out[same], clean[same]) and np.array_equal(lse[same_lse], clean_lse[same_lse])
 
 
 def test_nan_in_a_masked_key_reaches_nothing(rng_seed):

@@ -23,11 +23,15 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
     Returns out float64 (batch, seqlen_q, heads_q, dim_v) and, with return_lse, the natural-log
     sum_j exp(scale·q·k_j) float64 (batch, heads_q, seqlen_q).
 
-    Non-finite inputs (NaN, ±inf), the rule the kernels are held to: they propagate as NaN to what they reach and
-    nowhere else. A non-finite element in q's row i (of head h) makes out[i, h, :] and lse[h, i] NaN; one in k's
-    row j makes out[i, h, :] and lse[h, i] NaN for every query i that sees key j (the causal mask decides; a masked
-    key reaches nothing) and every query head h of its group; one in v[j, d] makes out[i, h, d] NaN for those same
-    queries and heads, column d only (lse does not read v). Every other element is what the finite inputs give.
+    Non-finite inputs (NaN, ±inf) follow IEEE arithmetic, which is the rule the kernels are held to: nothing a
+    non-finite element reaches comes out silently finite and wrong, and nothing it cannot reach changes. A NaN in q's
+    row i (of head h) makes out[i, h, :] and lse[h, i] NaN; a NaN in k's row j does that for every query that sees
+    key j (the causal mask decides; a masked key reaches nothing) and every query head of its group. ±inf in q or
+    k makes scores ±inf or NaN: a row with a score of +inf or NaN is NaN (out and lse), a score of -inf is a key
+    with probability 0, as a masked one. A NaN or ±inf in v[j, d] makes out[i, h, d] non-finite for the queries
+    and heads that see key j, column d only (lse does not read v). The kernels may also turn column d non-finite
+    in rows of the same tile that do not see key j (their probability 0 times v's inf or NaN is NaN), never finite
+    and wrong.
 
     Works one (batch, head) and QUERY_ROWS_PER_CHUNK query rows at a time to bound memory.
     """
@@ -43,37 +47,32 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
         raise ValueError(f"heads_q={heads_q} is not a multiple of heads_kv={heads_kv}")
     group = heads_q // heads_kv
     scale = dim_qk**-0.5 if softmax_scale is None else softmax_scale
-    # The finite inputs do the arithmetic; the non-finite elements' reach is marked NaN after it.
-    bad_q, bad_k, bad_v = (~np.isfinite(x) for x in (q, k, v))
-    q, k, v = (np.where(bad, 0.0, x) for x, bad in ((q, bad_q), (k, bad_k), (v, bad_v)))
-    bad_q_rows, bad_k_rows = bad_q.any(axis=3), bad_k.any(axis=3)
+    bad_v = ~np.isfinite(v)
+    finite_v = np.where(bad_v, 0.0, v)
     out = np.zeros((batch, seqlen_q, heads_q, dim_v))
     lse = np.full((batch, heads_q, seqlen_q), -np.inf)
     keys = np.arange(seqlen_k)[None, :]
     for b in range(batch):
         for h in range(heads_q):
-            kh, vh = k[b, :, h // group], v[b, :, h // group]
-            bad_kh, bad_vh = bad_k_rows[b, :, h // group], bad_v[b, :, h // group]
+            kh, bad_vh = k[b, :, h // group], bad_v[b, :, h // group]
             for start in range(0, seqlen_q, QUERY_ROWS_PER_CHUNK):
                 rows = slice(start, min(start + QUERY_ROWS_PER_CHUNK, seqlen_q))
-                scores = scale * (q[b, rows, h] @ kh.T)
-                visible = np.ones((rows.stop - rows.start, seqlen_k), dtype=bool)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    scores = scale * (q[b, rows, h] @ kh.T)
                 if causal:
                     visible = keys <= np.arange(rows.start, rows.stop)[:, None] + (seqlen_k - seqlen_q)
                     scores = np.where(visible, scores, -np.inf)
-                row_max = scores.max(axis=1, keepdims=True)
-                seen = np.isfinite(row_max)
-                p = np.exp(scores - np.where(seen, row_max, 0.0))
-                row_sum = p.sum(axis=1, keepdims=True)
-                out[b, rows, h] = np.where(seen, p @ vh / np.where(seen, row_sum, 1.0), 0.0)
-                with np.errstate(divide="ignore"):
+                row_max = scores.max(axis=1, keepdims=True)  # NaN where the row sees a NaN score
+                seen = row_max != -np.inf
+                with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                    p = np.exp(scores - np.where(seen, row_max, 0.0))
+                    row_sum = p.sum(axis=1, keepdims=True)
+                    pv = p @ finite_v[b, :, h // group]
+                    if bad_vh.any():  # v's inf or NaN reaches the rows whose p at its key is not 0
+                        reached = ((p != 0).astype(np.float64) @ bad_vh.astype(np.float64)) > 0
+                        pv = np.where(reached, np.nan, pv)
+                    out[b, rows, h] = np.where(seen, pv / np.where(seen, row_sum, 1.0), 0.0)
                     lse[b, h, rows] = np.where(seen, row_max + np.log(row_sum), -np.inf)[:, 0]
-                nan_rows = bad_q_rows[b, rows, h] | (visible & bad_kh[None, :]).any(axis=1)
-                out[b, rows, h][nan_rows] = np.nan
-                lse[b, h, rows][nan_rows] = np.nan
-                if bad_vh.any():
-                    nan_columns = (visible.astype(np.float64) @ bad_vh.astype(np.float64)) > 0
-                    out[b, rows, h][nan_columns] = np.nan
     return (out, lse) if return_lse else out
 
 
