@@ -12,7 +12,7 @@ built code object on numpy.
 
 Import it with tools/ on sys.path. Modules: disasm (objdump parsing), operands,
 codeobject (ELF + kernel descriptor), state (wave registers), memory (global, LDS),
-waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory /
+waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory / isa_buffer / isa_dpp /
 mfma (semantics), run (dispatch).
 """
 from .codeobject import CodeObject, KernelDescriptor, load_code_object

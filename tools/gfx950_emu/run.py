@@ -24,7 +24,7 @@ from .lds_banks import LdsBanks
 from .memory import LocalMemory
 from .operands import SGPR_EXEC
 from .state import LANES, WaveState
-from . import isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register semantics)
+from . import isa_buffer, isa_dpp, isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register semantics)
 
 MAX_WORKGROUP_SIZE = 1024
 LDS_BYTES_PER_CU = 160 * 1024

@@ -4,10 +4,11 @@ Register files (all uint32 bit patterns):
 - SGPRs: 128 entries indexed by their hardware operand number: s0-s101, VCC at 106-107,
   M0 at 124, EXEC at 126-127 (operands.py maps the names), so `s[a:b]`, `vcc` and `exec`
   are all plain ranges;
-- VGPRs v0-v255 and AGPRs a0-a255, each [256, 64 lanes]. The descriptor's allocation is
-  enforced: a VGPR at or above accum_offset, or an AGPR beyond the allocated ones, is an
-  error (the hardware's unified 512-entry file gives arch VGPRs the part below
-  accum_offset and AGPRs the rest);
+- VGPRs v0-v255 and AGPRs a0-a255 as views of one unified file [768, 64 lanes], as the
+  hardware's unified 512-entry file: v_i is entry i, a_i entry accum_offset + i, so a VGPR
+  at or above accum_offset is the same register as an AGPR (kernels without AGPRs use the
+  whole allocation as VGPRs, e.g. AMD's aiter fmha hd128). A register at or beyond the
+  descriptor's allocation (arch + acc VGPRs, granule-rounded) is an error;
 - SCC as an int; PC as an instruction index.
 
 Vector writes honour EXEC (inactive lanes keep their value). Floating-point reads apply
@@ -46,8 +47,9 @@ class WaveState:
 
     def __init__(self, descriptor, wave_id: int, lds):
         self.sgpr = np.zeros(NUM_SGPRS, np.uint32)
-        self.vgpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
-        self.agpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
+        unified = np.zeros((3 * NUM_VGPRS, LANES), np.uint32)
+        self.vgpr = unified[:NUM_VGPRS]
+        self.agpr = unified[descriptor.accum_offset:descriptor.accum_offset + NUM_VGPRS]
         self.scc = 0
         self.pc = 0
         self.wave_id = wave_id
@@ -55,7 +57,7 @@ class WaveState:
         self.done = False
         self.at_barrier = False
         self.waits = WaitCounters()
-        self.num_vgprs = descriptor.accum_offset
+        self.num_vgprs = min(descriptor.vgprs, NUM_VGPRS)
         self.num_agprs = descriptor.agprs
         self.flush_in = descriptor.denorm_mode_32 in (0, 2)
         self.flush_out = descriptor.denorm_mode_32 in (0, 1)
@@ -76,7 +78,7 @@ class WaveState:
         if op.kind == "v":
             if op.base + op.count > self.num_vgprs:
                 raise EmulatorError(f"{op.text} in {at(ins)} is beyond the kernel's "
-                                    f"{self.num_vgprs} arch VGPRs")
+                                    f"{self.num_vgprs} VGPRs")
             return self.vgpr
         if op.kind == "a":
             if op.base + op.count > self.num_agprs:
