@@ -45,7 +45,7 @@ def flush_denormals(x: np.ndarray) -> np.ndarray:
 class WaveState:
     """Registers, PC and wait counters of one wave; `wave_id` is its index in the workgroup."""
 
-    def __init__(self, descriptor, wave_id: int, lds):
+    def __init__(self, descriptor, wave_id: int, lds, enforce_waits: bool = True):
         self.sgpr = np.zeros(NUM_SGPRS, np.uint32)
         unified = np.zeros((3 * NUM_VGPRS, LANES), np.uint32)
         self.vgpr = unified[:NUM_VGPRS]
@@ -56,7 +56,7 @@ class WaveState:
         self.lds = lds
         self.done = False
         self.at_barrier = False
-        self.waits = WaitCounters()
+        self.waits = WaitCounters(enforce_waits)
         self.num_vgprs = min(descriptor.vgprs, NUM_VGPRS)
         self.num_agprs = descriptor.agprs
         self.flush_in = descriptor.denorm_mode_32 in (0, 2)
