@@ -21,7 +21,8 @@ FMHA_FWD_V3_FIELDS = (
     ("s_lse_Hs", "I"), ("ptr_qseq_padding", "P"), ("ptr_kseq_padding", "P"),
 )
 
-# asm_mla.cu, KernelArgs (mla decode stage 1).
+# asm_mla.cu, KernelArgs (mla decode stage 1). 19 slots; the code objects declare 20 (320 bytes) and read none of
+# the last: the launcher passes sizeof(KernelArgs), so pack with segment_bytes=320.
 MLA_FIELDS = (
     ("ptr_R", "P"), ("ptr_LSE", "P"), ("ptr_Q", "P"), ("ptr_KV", "P"), ("ptr_LTP", "P"), ("ptr_LTD", "P"),
     ("ptr_LTL", "P"), ("scalar", "f"), ("s_MQA", "I"), ("s_kv_split", "I"), ("s_Q_Bs", "I"), ("s_Bs", "I"),
@@ -30,14 +31,15 @@ MLA_FIELDS = (
 )
 
 
-def pack_slots(fields, values: dict) -> bytes:
+def pack_slots(fields, values: dict, segment_bytes: int = 0) -> bytes:
     """The packed struct: field i (format 'P' 64-bit pointer, 'I' uint32, 'i' int32, 'f' float) at 16 * i, every
-    other byte 0. Every field must be given (a pointer the kernel does not use: 0)."""
+    other byte 0, zero-padded to segment_bytes (the kernel's kernarg segment size) when that is larger. Every field
+    must be given (a pointer the kernel does not use: 0)."""
     missing = [name for name, _ in fields if name not in values]
     extra = set(values) - {name for name, _ in fields}
     if missing or extra:
         raise ValueError(f"fields missing {missing}, unknown {sorted(extra)}")
-    out = bytearray(SLOT_BYTES * len(fields))
+    out = bytearray(max(SLOT_BYTES * len(fields), segment_bytes))
     for i, (name, fmt) in enumerate(fields):
         struct.pack_into("<Q" if fmt == "P" else "<" + fmt, out, SLOT_BYTES * i, values[name])
     return bytes(out)

@@ -2,8 +2,10 @@
 
 The V# is 4 SGPRs (CDNA3/4 ISA, "Buffer Resource"): base address bits 47:0 (dword 0 and dword 1 bits 15:0),
 stride (dword 1 bits 29:16), cache swizzle / swizzle enable (dword 1 bits 30/31), num_records (dword 2), and in
-dword 3 the format fields and ADD_TID_ENABLE (bit 23). Only raw buffers are emulated: stride 0, swizzle off,
-ADD_TID_ENABLE off and no `idxen` (anything else is refused).
+dword 3 the format fields and ADD_TID_ENABLE (bit 23). Only raw addressing is emulated: swizzle off, ADD_TID_ENABLE
+off and no `idxen` (anything else is refused); a nonzero stride then adds stride x index 0, and the range check is
+the raw one in bytes (the check for a buffer without swizzling, as AMD's aiter mla kernels use it: stride 4 with
+byte counts in num_records).
 
     address = base + soffset + (offen ? VGPR offset : 0) + offset:N
 
@@ -36,9 +38,9 @@ class BufferResource:
         w0, w1, w2, w3 = (int(w) for w in words)
         self.base = w0 | ((w1 & 0xFFFF) << 32)
         self.num_records = w2
-        stride, swizzle, add_tid = (w1 >> 16) & 0x3FFF, w1 >> 31, (w3 >> 23) & 1
-        if stride or swizzle or add_tid:
-            raise EmulatorError(f"only raw buffers are emulated (V# stride {stride}, swizzle {swizzle}, "
+        swizzle, add_tid = w1 >> 31, (w3 >> 23) & 1
+        if swizzle or add_tid:
+            raise EmulatorError(f"only raw buffer addressing is emulated (V# swizzle {swizzle}, "
                                 f"add_tid {add_tid}): {at(ins)}")
 
 
