@@ -37,8 +37,11 @@ LSE_TOLERANCE = 1e-5
 
 
 def aiter_object(relative: str):
-    """The loaded code object aiter_meta/hsa/gfx950/<relative>."""
-    return load_code_object(pathlib.Path(_AITER.submodule_search_locations[0]) / "hsa" / "gfx950" / relative)
+    """The loaded code object aiter_meta/hsa/gfx950/<relative> (skip if this amd-aiter version lacks it)."""
+    path = pathlib.Path(_AITER.submodule_search_locations[0]) / "hsa" / "gfx950" / relative
+    if not path.exists():
+        pytest.skip(f"this amd-aiter has no {relative} (tested with 0.1.7.post2.dev18)")
+    return load_code_object(path)
 
 
 def mangled(name: str) -> str:
