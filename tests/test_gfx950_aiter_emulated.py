@@ -185,3 +185,10 @@ def test_mla_a8w8_qseqlen4(kv_lens):
     for used in ("ds_read_b64_tr_b8", "v_mfma_f32_32x32x64_f8f6f4", "v_mfma_f32_16x16x128_f8f6f4",
                  "v_cvt_pk_fp8_f32", "v_permlane16_swap_b32", "v_permlane32_swap_b32"):
         assert stats.instructions[used], f"{MLA_NAME} did not run {used}"
+
+
+def test_kernarg_size_from_the_metadata_note():
+    """AMD's descriptors leave KERNARG_SIZE 0; the loader takes the metadata note's, which matches AMD's structs."""
+    co = aiter_object(FMHA[128][1])
+    assert co.kernel(mangled(FMHA[128][0])).descriptor.kernarg_bytes == 16 * len(FMHA_FWD_V3_FIELDS) == 512
+    assert aiter_object(MLA_PATH).kernel(mangled(MLA_NAME)).descriptor.kernarg_bytes == MLA_KERNARG_BYTES
