@@ -3,10 +3,12 @@
 are right on an MI355X. They pin the semantics the emulator had only from our reading of the ISA and that our
 own kernels rely on: the transposing LDS reads (ds_read_b64_tr_b16 / tr_b8), the MFMA operand and result layouts
 (v_mfma_f32_32x32x16_bf16, v_mfma_f32_32x32x64_f8f6f4, v_mfma_f32_16x16x128_f8f6f4), v_permlane16/32_swap,
-v_cvt_pk_fp8_f32, buffer loads into LDS. AMD's files are read from the installed wheel at test time.
+v_cvt_pk_fp8_f32, DPP row_newbcast, buffer loads into LDS. AMD's files are read from the installed wheel at
+test time.
 
 Arguments are packed by tools/gfx950_emu/aiter_args.py from AMD's C++ structs; launch grids as AMD's launchers
-(fmha: aiter_meta/hsa/gfx950/fmha_v3_fwd/codegen.py; mla: aiter_meta/csrc/py_itfs_cu/asm_mla.cu) compute them.
+(fmha: aiter_meta/hsa/gfx950/fmha_v3_fwd/codegen.py; mla and the GEMM: aiter_meta/csrc/py_itfs_cu/asm_*.cu)
+compute them.
 Bound: relative L2 error at most 1.5x that of a numpy model of the kernel's precision (P rounded to bf16 / fp8,
 output rounded to bf16), every output element written (outputs poisoned with NaN), LSE to 1e-5."""
 import importlib.util
@@ -23,7 +25,7 @@ from flashprefill import reference
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import GlobalMemory, load_code_object, run_kernel  # noqa: E402
-from gfx950_emu.aiter_args import FMHA_FWD_V3_FIELDS, MLA_FIELDS, pack_slots  # noqa: E402
+from gfx950_emu.aiter_args import F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS, pack_slots  # noqa: E402,E501
 
 _AITER = importlib.util.find_spec("aiter_meta")
 pytestmark = [
@@ -185,6 +187,42 @@ def test_mla_a8w8_qseqlen4(kv_lens):
     for used in ("ds_read_b64_tr_b8", "v_mfma_f32_32x32x64_f8f6f4", "v_mfma_f32_16x16x128_f8f6f4",
                  "v_cvt_pk_fp8_f32", "v_permlane16_swap_b32", "v_permlane32_swap_b32"):
         assert stats.instructions[used], f"{MLA_NAME} did not run {used}"
+
+
+# ---- fp8 block-scale GEMM: C[m, n] = sum over 128-wide k blocks b of xs[b, m] ws[n / 128, b] X_b W_b^T, bf16 C ---
+GEMM_BLOCK = 128
+
+
+def preshuffled(w):
+    """aiter's shuffle_weight(layout=(16, 16)) of W [n, k] fp8: 16-row x 32-byte blocks, 16-byte pieces innermost."""
+    n, k = w.shape
+    return np.ascontiguousarray(w.reshape(n // 16, 16, k // 32, 2, 16).transpose(0, 2, 3, 1, 4).reshape(n, k))
+
+
+@pytest.mark.parametrize("m, n, k", [(20, 512, 640), (100, 256, 512)])
+def test_f8_block_scale_gemm(m, n, k):
+    name = "f8_block_scale_mi350_x32" if m <= 32 else "f8_block_scale_mi350_x128"
+    tile_m, tile_n = (32 if m <= 32 else 128), 2 * GEMM_BLOCK
+    x = RNG.standard_normal((m, k)).astype(FP8)
+    w = RNG.standard_normal((n, k)).astype(FP8)
+    x_scale = RNG.uniform(0.5, 2, (k // GEMM_BLOCK, m)).astype(np.float32)            # [k block, m]
+    # [n block, k block]: the launcher's comment says [K/128, N/128], but only this order matches the kernel
+    w_scale = RNG.uniform(0.5, 2, (n // GEMM_BLOCK, k // GEMM_BLOCK)).astype(np.float32)
+    mem = GlobalMemory()
+    c_ptr = mem.alloc_array(np.full((m, n), np.nan, BF16))
+    args = {field: 0 for field, _ in F8_BLOCK_SCALE_GEMM_FIELDS}
+    args.update(ptr_C=c_ptr, ptr_X=mem.alloc_array(x), ptr_W=mem.alloc_array(preshuffled(w)),
+                ptr_XQ=mem.alloc_array(x_scale), ptr_WQ=mem.alloc_array(w_scale), K=k, N=n, M=m, eprt_cnt=1,
+                Xs=k, Ws=k, Cs=2 * n)
+    stats = run_kernel(aiter_object(f"{name}.co"), name, ((n + tile_n - 1) // tile_n, (m + tile_m - 1) // tile_m, 1),
+                       256, pack_slots(F8_BLOCK_SCALE_GEMM_FIELDS, args), mem)
+    got = mem.read(c_ptr, BF16, (m, n)).astype(np.float64)
+    xf, wf = x.astype(np.float64), w.astype(np.float64)
+    ref = sum((xf[:, blk] @ wf[:, blk].T) * x_scale[b][:, None] * np.repeat(w_scale[:, b], GEMM_BLOCK)[None, :]
+              for b, blk in enumerate(slice(GEMM_BLOCK * i, GEMM_BLOCK * (i + 1)) for i in range(k // GEMM_BLOCK)))
+    check(got, ref, rounded(ref, BF16), name)
+    for used in ("v_mfma_f32_16x16x128_f8f6f4", "v_mul_f32_dpp", "buffer_load_dwordx4"):
+        assert stats.instructions[used], f"{name} did not run {used}"
 
 
 def test_kernarg_size_from_the_metadata_note():

@@ -43,3 +43,11 @@ def pack_slots(fields, values: dict, segment_bytes: int = 0) -> bytes:
     for i, (name, fmt) in enumerate(fields):
         struct.pack_into("<Q" if fmt == "P" else "<" + fmt, out, SLOT_BYTES * i, values[name])
     return bytes(out)
+
+# asm_mi350_a8w8_blockscale.cu, KernelArgs (fp8 block-scale GEMM C = (X W^T) with 128-wide block scales).
+F8_BLOCK_SCALE_GEMM_FIELDS = (
+    ("ptr_C", "P"), ("ptr_X", "P"), ("ptr_W", "P"), ("ptr_XC", "P"), ("ptr_XQ", "P"), ("ptr_WQ", "P"),
+    ("ptr_tmp0", "P"), ("ptr_tmp1", "P"), ("ptr_tmp2", "P"), ("K", "I"), ("N", "I"), ("M", "I"), ("eprt_cnt", "I"),
+    ("Xs", "I"), ("Ws", "I"), ("Cs", "I"), ("tmp0", "I"), ("tmp1", "I"), ("tmp2", "I"), ("tmp3", "I"),
+    ("splitk", "I"), ("activation", "I"), ("ptr_tmp3", "P"),
+)
