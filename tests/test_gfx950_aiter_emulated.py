@@ -25,7 +25,8 @@ from flashprefill import reference
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import GlobalMemory, load_code_object, run_kernel  # noqa: E402
-from gfx950_emu.aiter_args import F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS, pack_slots  # noqa: E402,E501
+from gfx950_emu.aiter_args import (F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS,  # noqa: E402
+                                   pack_slots)
 
 _AITER = importlib.util.find_spec("aiter_meta")
 pytestmark = [

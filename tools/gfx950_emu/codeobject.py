@@ -5,6 +5,8 @@ The kernel descriptor is the 64-byte `<name>.kd` object the AMDHSA ABI defines
 at 8, entry offset (relative to the descriptor) at 16, COMPUTE_PGM_RSRC3/1/2 at 44/48/52,
 kernel code properties at 56. The fields the emulator needs are decoded here; a kernel
 that enables something the dispatcher does not set up is refused by `check_supported`.
+A descriptor whose kernarg size is 0 (hand-assembled objects such as AMD's aiter kernels)
+takes it from the metadata note (metadata.py).
 """
 import struct
 from dataclasses import dataclass
