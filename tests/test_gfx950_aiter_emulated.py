@@ -65,19 +65,19 @@ def check(out, ref, model, what):
     return err
 
 
-# ---- fmha_v3 forward, bf16, causal -----------------------------------------------------------------------
-FMHA = {  # head dim q -> (kernel, code object, query rows per tile, work-items), from codegen.py
-    128: ("fmha_fwd_hd128_bf16_causal", "fmha_v3_fwd/fwd_hd128_bf16_causal.co", 256, 512),
-    192: ("fmha_fwd_hd192_hd128_bf16_causal", "fmha_v3_fwd/fwd_hd192_hd128_bf16_causal.co", 128, 256),
+# ---- fmha_v3 forward, bf16, causal and not -----------------------------------------------------------------------
+FMHA = {  # head dim q -> (kernel, query rows per tile, work-items), from codegen.py; "_causal" for the mask
+    128: ("fmha_fwd_hd128_bf16", 256, 512),
+    192: ("fmha_fwd_hd192_hd128_bf16", 128, 256),
 }
 
 
-def fmha_model(q, k, v, scale):
-    """Causal attention with P = exp(s - rowmax) rounded to bf16 for the P.V product, output rounded to bf16."""
+def fmha_model(q, k, v, scale, causal):
+    """Attention with P = exp(s - rowmax) rounded to bf16 for the P.V product, output rounded to bf16."""
     b, s, h, _ = q.shape
     group = h // k.shape[2]
     out = np.empty(q.shape[:3] + (v.shape[-1],))
-    mask = np.tril(np.ones((s, s), bool))
+    mask = np.tril(np.ones((s, s), bool)) | (not causal)
     for bi in range(b):
         for hi in range(h):
             scores = np.where(mask, scale * (q[bi, :, hi] @ k[bi, :, hi // group].T), -np.inf)
@@ -86,10 +86,13 @@ def fmha_model(q, k, v, scale):
     return rounded(out, BF16)
 
 
-@pytest.mark.parametrize("head_dim_q, seqlen, heads_q, heads_kv", [
-    (128, 256, 1, 1), (128, 300, 2, 1), (128, 130, 2, 2), (192, 200, 1, 1), (192, 320, 2, 1)])
-def test_fmha_v3_fwd_bf16_causal(head_dim_q, seqlen, heads_q, heads_kv):
-    name, path, tile_rows, workitems = FMHA[head_dim_q]
+@pytest.mark.parametrize("head_dim_q, seqlen, heads_q, heads_kv, causal", [
+    (128, 256, 1, 1, True), (128, 300, 2, 1, True), (128, 130, 2, 2, True), (192, 200, 1, 1, True),
+    (192, 320, 2, 1, True), (128, 300, 1, 1, False), (192, 200, 1, 1, False)])
+def test_fmha_v3_fwd_bf16(head_dim_q, seqlen, heads_q, heads_kv, causal):
+    name, tile_rows, workitems = FMHA[head_dim_q]
+    name += "_causal" if causal else ""
+    path = f"fmha_v3_fwd/fwd_{name.removeprefix('fmha_fwd_')}.co"
     head_dim_v, batch = 128, 1
     q = RNG.standard_normal((batch, seqlen, heads_q, head_dim_q)).astype(BF16)
     k = RNG.standard_normal((batch, seqlen, heads_kv, head_dim_q)).astype(BF16)
@@ -113,8 +116,8 @@ def test_fmha_v3_fwd_bf16_causal(head_dim_q, seqlen, heads_q, heads_kv):
         s_v_head_dim=head_dim_v, s_q_head_num=heads_q, s_v_Seqs=v_seq, s_v_Hs=v_head, s_v_Bs=v_batch,
         s_o_Seqs=o_seq, s_o_Hs=o_head, s_o_Bs=o_batch, ptr_qseq=0, ptr_kseq=0, s_lse_Hs=seqlen * 4,
         ptr_qseq_padding=0, ptr_kseq_padding=0)
-    # causal: two query tiles per workgroup (codegen.py's tg_div)
-    grid = (((seqlen + tile_rows - 1) // tile_rows + 1) // 2, heads_q, batch)
+    tiles_per_workgroup = 2 if causal else 1     # codegen.py's tg_div: causal pairs a short and a long tile
+    grid = (((seqlen + tile_rows - 1) // tile_rows + tiles_per_workgroup - 1) // tiles_per_workgroup, heads_q, batch)
     # hd192 reads some LDS loads after a stretch of MFMAs with no lgkmcnt wait (relying on their latency)
     stats = run_kernel(aiter_object(path), mangled(name), grid, workitems,
                        pack_slots(FMHA_FWD_V3_FIELDS, args), mem, enforce_waits=head_dim_q == 128)
@@ -122,8 +125,8 @@ def test_fmha_v3_fwd_bf16_causal(head_dim_q, seqlen, heads_q, heads_kv):
     got = mem.read(ptrs[0], BF16, out.shape).astype(np.float64)
     got_lse = mem.read(ptrs[4], np.float32, lse.shape).astype(np.float64)
     qf, kf, vf = (x.astype(np.float64) for x in (q, k, v))
-    ref, ref_lse = reference.attention_reference(qf, kf, vf, causal=True, softmax_scale=scale, return_lse=True)
-    check(got, ref, fmha_model(qf, kf, vf, scale), name)
+    ref, ref_lse = reference.attention_reference(qf, kf, vf, causal=causal, softmax_scale=scale, return_lse=True)
+    check(got, ref, fmha_model(qf, kf, vf, scale, causal), name)
     assert np.abs(got_lse - ref_lse).max() <= LSE_TOLERANCE * np.abs(ref_lse).max()
     for used in ("ds_read_b64_tr_b16", "v_mfma_f32_32x32x16_bf16", "v_permlane16_swap_b32",
                  "v_permlane32_swap_b32", "buffer_load_dwordx4"):
@@ -228,6 +231,6 @@ def test_f8_block_scale_gemm(m, n, k):
 
 def test_kernarg_size_from_the_metadata_note():
     """AMD's descriptors leave KERNARG_SIZE 0; the loader takes the metadata note's, which matches AMD's structs."""
-    co = aiter_object(FMHA[128][1])
-    assert co.kernel(mangled(FMHA[128][0])).descriptor.kernarg_bytes == 16 * len(FMHA_FWD_V3_FIELDS) == 512
+    co = aiter_object("fmha_v3_fwd/fwd_hd128_bf16_causal.co")
+    assert co.kernel(mangled("fmha_fwd_hd128_bf16_causal")).descriptor.kernarg_bytes == 16 * len(FMHA_FWD_V3_FIELDS)
     assert aiter_object(MLA_PATH).kernel(mangled(MLA_NAME)).descriptor.kernarg_bytes == MLA_KERNARG_BYTES
