@@ -3,16 +3,19 @@
 The V# is 4 SGPRs (CDNA3/4 ISA, "Buffer Resource"): base address bits 47:0 (dword 0 and dword 1 bits 15:0),
 stride (dword 1 bits 29:16), cache swizzle / swizzle enable (dword 1 bits 30/31), num_records (dword 2), and in
 dword 3 the format fields and ADD_TID_ENABLE (bit 23). Only raw addressing is emulated: swizzle off, ADD_TID_ENABLE
-off and no `idxen` (anything else is refused); a nonzero stride then adds stride x index 0, and the range check is
-the raw one in bytes (the check for a buffer without swizzling, as AMD's aiter mla kernels use it: stride 4 with
-byte counts in num_records).
+off and no `idxen` (anything else is refused); a nonzero stride then adds stride x index 0, and without idxen the
+range check is still by byte offset (AMD's aiter mla kernels set stride 4 with byte counts in num_records).
 
     address = base + soffset + (offen ? VGPR offset : 0) + offset:N
 
-Range check of a raw buffer: the offset that excludes soffset (VGPR offset + offset:N; soffset is "excluded from
-bounds checking" as LLVM's buffer intrinsics document it) is checked per dword: dword i of a lane's access is in
-range iff offset + 4 * (i + 1) <= num_records. Out-of-range dwords load as 0 and are not stored; they touch no
-memory (so they need not lie inside an allocation here).
+Range check of a raw buffer, per dword: dword i of a lane's access is in range iff
+offset + 4 * (i + 1) <= num_records, where offset = soffset + ((VGPR offset + offset:N) mod 2^32) counts soffset.
+Out-of-range dwords load as 0 (into LDS too) and are not stored; they touch no memory (so they need not lie inside
+an allocation here). AMD's aiter fmha kernels show it: they bound K and V at seqlen by num_records and step tiles
+with soffset, and are right past a sequence end that is not a tile multiple only if soffset counts. AMD's own
+simulator (ROCm rocjitsu, "Model GFX9/CDNA buffer range check") states the same rules for CDNA1-4 (soffset and
+offset:N counted, per-dword checks, byte-offset checks for a strided buffer without idxen, zeros into LDS); LLVM's
+buffer intrinsics document soffset as "excluded from bounds checking", which these kernels contradict.
 
 `lds` loads (buffer_load_dword* ... lds) write no VGPR: lane l's dwords go to LDS at M0 + offset:N + l * bytes,
 the same offset:N applied to both addresses (as LLVM's buffer-load-to-LDS intrinsics define it). Every access
@@ -52,9 +55,10 @@ def _access(wave, ins, vaddr, srsrc, soffset, dwords):
         raise EmulatorError(f"buffer resource must be 4 SGPRs: {at(ins)}")
     words = wave.read_scalar(srsrc, ins, 128)
     rsrc = BufferResource([(words >> (32 * i)) & 0xFFFFFFFF for i in range(4)], ins)
-    offset = np.full(LANES, ins.mods.get("offset", 0) + wave.read_scalar(soffset, ins), np.int64)
+    offset = np.full(LANES, ins.mods.get("offset", 0), np.int64)
     if ins.mods.get("offen"):
-        offset += wave.read_lanes(vaddr, ins).astype(np.int64)
+        offset = (offset + wave.read_lanes(vaddr, ins).astype(np.int64)) & 0xFFFFFFFF
+    offset += wave.read_scalar(soffset, ins)
     dword_offset = offset[:, None] + 4 * np.arange(dwords)[None, :]
     ok = wave.exec_mask()[:, None] & (dword_offset + 4 <= rsrc.num_records)
     return np.uint64(rsrc.base) + dword_offset.astype(np.uint64), ok
