@@ -1,11 +1,13 @@
 """Emulator semantics that AMD's aiter kernels needed (tests/test_gfx950_aiter_emulated.py runs those kernels):
 buffer loads and stores through a V# with range checking, buffer loads into LDS, DPP, v_permlane16_swap_b32,
-SOPK, a few VALU forms, the unified VGPR/AGPR file, local label symbols, v_mfma_f32_16x16x128_f8f6f4. Each on a
-tiny kernel assembled with clang-22, as tests/test_gfx950_emu.py does."""
+SOPK, a few VALU forms, the unified VGPR/AGPR file (and its aliasing refused), local label symbols,
+v_mfma_f32_16x16x128_f8f6f4. Each on a tiny kernel assembled with clang-22, as tests/test_gfx950_emu.py does."""
 import ml_dtypes
 import numpy as np
+import pytest
 
-from test_gfx950_emu import _d16, _images, _mfma_kernel, _run_mfma, pytestmark, run, store_rows  # noqa: F401
+from test_gfx950_emu import (EmulatorError, _d16, _images, _mfma_kernel, _run_mfma, pytestmark,  # noqa: F401
+                             run, store_rows)
 
 # s[12:15] = a raw V# over arg1 with num_records = s16: base from s[6:7], stride 0, dword 3 as AMD's kernels set it
 _RSRC = """
@@ -157,16 +159,23 @@ def test_cvt_pk_fp8_f32_op_sel_keeps_other_half(tmp_path, rng):
     np.testing.assert_array_equal(out[1], 0x00005A5A | f8[2] << 16 | f8[3] << 24)
 
 
-def test_vgpr_at_accum_offset_is_agpr_zero(tmp_path):
-    """The unified file: with 32 arch VGPRs, v32 is a0 (a kernel without AGPRs may use the whole allocation)."""
+def test_vgprs_above_accum_offset_without_agprs(tmp_path):
+    """The unified file: with accum_offset 32, a kernel that uses no AGPRs may use v32-v39 (AMD's fmha hd128 does)."""
     body = """
   v_add_u32 v32, 77, v0
-  v_accvgpr_read_b32 v10, a0
-  v_accvgpr_write_b32 a1, v10
-  v_mov_b32 v11, v33
-""" + store_rows(["v10", "v11"])
-    out, _ = run(tmp_path, body, np.zeros((2, 64), np.uint32), vgprs=32, agprs=8)
-    np.testing.assert_array_equal(out, 77 + np.tile(np.arange(64), (2, 1)))
+  v_mov_b32 v39, v32
+""" + store_rows(["v39"])
+    out, _ = run(tmp_path, body, np.zeros((1, 64), np.uint32), vgprs=32, agprs=8)
+    np.testing.assert_array_equal(out[0], 77 + np.arange(64))
+
+
+@pytest.mark.parametrize("order", ["agpr first", "vgpr first"])
+def test_one_register_as_vgpr_and_agpr_is_an_error(tmp_path, order):
+    """v33 is a1 when accum_offset is 32: using both is refused, whichever comes first."""
+    uses = ["  v_accvgpr_write_b32 a1, v0", "  v_mov_b32 v33, 0"]
+    body = "\n".join(uses if order == "agpr first" else uses[::-1])
+    with pytest.raises(EmulatorError, match=r"unified register 33, used by this wave both as a VGPR and as an AGPR"):
+        run(tmp_path, body, np.zeros(1, np.uint32), vgprs=32, agprs=8)
 
 
 def test_branch_to_a_local_label_symbol(tmp_path):

@@ -48,7 +48,6 @@ class RunStats:
     workgroups: int = 0
     waves: int = 0
     lds: LdsBanks = field(default_factory=LdsBanks)
-
     early_uses: Counter = field(default_factory=Counter)
 
     @property
