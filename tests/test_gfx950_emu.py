@@ -547,7 +547,7 @@ def test_descriptor_features_not_set_up_are_refused(tmp_path):
 
 
 def test_vgpr_beyond_allocation_is_an_error(tmp_path):
-    with pytest.raises(EmulatorError, match=r"v40 .* beyond the kernel's 32 arch VGPRs"):
+    with pytest.raises(EmulatorError, match=r"v40 .* beyond the kernel's 40 VGPRs"):
         run(tmp_path, "  v_mov_b32 v40, 0", np.zeros(1, np.uint32), vgprs=32, agprs=8)
 
 

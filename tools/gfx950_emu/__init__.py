@@ -11,9 +11,11 @@ built code object on numpy.
     stats.instructions["v_mfma_f32_32x32x16_bf16"]   # dynamic count over all waves
 
 Import it with tools/ on sys.path. Modules: disasm (objdump parsing), operands,
-codeobject (ELF + kernel descriptor), state (wave registers), memory (global, LDS),
-waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory /
-mfma (semantics), run (dispatch).
+codeobject (ELF + kernel descriptor), metadata (the code object's metadata note),
+state (wave registers), memory (global, LDS), waitcnt (s_waitcnt model), isa (dispatch
+table), isa_scalar / isa_vector / isa_memory / isa_buffer / isa_dpp / mfma (semantics),
+run (dispatch), aiter_args (argument packing for AMD's aiter kernels, which the tests
+run to check the emulator against hardware-proven code).
 """
 from .codeobject import CodeObject, KernelDescriptor, load_code_object
 from .errors import EmulatorError

@@ -5,12 +5,15 @@ The kernel descriptor is the 64-byte `<name>.kd` object the AMDHSA ABI defines
 at 8, entry offset (relative to the descriptor) at 16, COMPUTE_PGM_RSRC3/1/2 at 44/48/52,
 kernel code properties at 56. The fields the emulator needs are decoded here; a kernel
 that enables something the dispatcher does not set up is refused by `check_supported`.
+A descriptor whose kernarg size is 0 (hand-assembled objects such as AMD's aiter kernels)
+takes it from the metadata note (metadata.py).
 """
 import struct
 from dataclasses import dataclass
 
 from .disasm import parse_disassembly, run_objdump
 from .errors import EmulatorError
+from .metadata import elf_notes, kernarg_sizes
 
 _VGPR_GRANULE = 8          # gfx90a+/gfx950: VGPR (arch + acc) blocks of 8
 _SGPR_GRANULE = 16         # gfx9: SGPR blocks of 16 (the hardware always gives 102+)
@@ -98,14 +101,16 @@ class CodeObject:
         self.path = path
         with open(path, "rb") as f:
             elf = _Elf(f.read())
-        functions = parse_disassembly(run_objdump(path))
+        functions = parse_disassembly(run_objdump(path), elf.labels)
         addr_to_function = {ins[0].addr: (name, ins) for name, ins in functions.items() if ins}
+        metadata_kernarg_bytes = kernarg_sizes(elf_notes(elf.data, elf.sections))
         self.kernels = {}
         for sym_name, (addr, size) in elf.symbols.items():
             if not sym_name.endswith(".kd") or size != 64:
                 continue
             name = sym_name[:-3]
             kd = KernelDescriptor.from_bytes(elf.read(addr, 64))
+            kd.kernarg_bytes = _kernarg_bytes(name, kd.kernarg_bytes, metadata_kernarg_bytes.get(name))
             entry = addr + kd.entry_offset
             if entry not in addr_to_function:
                 raise EmulatorError(f"kernel {name}: no disassembled code at entry 0x{entry:x}")
@@ -119,13 +124,21 @@ class CodeObject:
         return self.kernels[name]
 
 
+def _kernarg_bytes(name, descriptor_bytes, metadata_bytes):
+    """The kernarg size: the descriptor's, or the metadata note's where the descriptor leaves it 0."""
+    if descriptor_bytes and metadata_bytes is not None and descriptor_bytes != metadata_bytes:
+        raise EmulatorError(f"kernel {name}: descriptor kernarg size {descriptor_bytes}, metadata {metadata_bytes}")
+    return descriptor_bytes or metadata_bytes or 0
+
+
 def load_code_object(path: str) -> CodeObject:
     """Parse the code object at `path` (ELF, gfx950) into a CodeObject."""
     return CodeObject(str(path))
 
 
 class _Elf:
-    """Just enough ELF64 reading: section table, symbols, bytes at a virtual address."""
+    """Just enough ELF64 reading: section table, symbols, bytes at a virtual address.
+    `labels`: local symbols without a type (branch targets some assemblers keep, as in AMD's aiter objects)."""
 
     def __init__(self, data: bytes):
         if data[:4] != b"\x7fELF" or data[4] != 2:
@@ -136,16 +149,19 @@ class _Elf:
         self.sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
                          for i in range(shnum)]
         self.symbols = {}
+        self.labels = set()
         for sec in self.sections:
             if sec[1] not in (2, 11):       # SHT_SYMTAB, SHT_DYNSYM
                 continue
             strtab = self.sections[sec[6]]
             for off in range(sec[4], sec[4] + sec[5], 24):
-                st_name, _, _, _, value, size = struct.unpack_from("<IBBHQQ", data, off)
+                st_name, st_info, _, _, value, size = struct.unpack_from("<IBBHQQ", data, off)
                 name_at = strtab[4] + st_name
                 name = data[name_at:data.index(b"\0", name_at)].decode()
                 if name:
                     self.symbols[name] = (value, size)
+                if name and st_info == 0:       # STB_LOCAL, STT_NOTYPE
+                    self.labels.add(name)
 
     def read(self, addr: int, size: int) -> bytes:
         """`size` bytes at virtual address `addr`, from the section that holds them."""

@@ -4,8 +4,10 @@ The emulator executes exactly what objdump prints for the built code object: one
 Instruction per line `\\tmnemonic operands // ADDR: HEXWORDS`, grouped by the symbol
 (`0000000000001300 <name>:`) they follow. Branch targets are resolved from the branch's
 own byte address and its signed 16-bit word offset (target = addr + 4 + 4 * simm16),
-then mapped to an instruction index, so a branch into the middle of an instruction or
-outside its kernel is an error.
+or, where objdump prints a symbol name for the target (code objects that keep local
+label symbols, e.g. `s_branch label_006D`), from that symbol's address; then mapped to
+an instruction index, so a branch into the middle of an instruction or outside its
+kernel is an error. Symbols named in `labels` continue the function they appear in.
 """
 import re
 import shutil
@@ -78,11 +80,15 @@ def parse_instruction(line: str):
     return ins
 
 
-def parse_disassembly(text: str) -> dict:
-    """objdump text -> {symbol name: list of Instruction}, branch targets resolved."""
-    functions, current = {}, None
+def parse_disassembly(text: str, labels=frozenset()) -> dict:
+    """objdump text -> {symbol name: list of Instruction}, branch targets resolved.
+    `labels`: symbol names that mark branch targets inside a function, not functions."""
+    functions, current, label_addrs = {}, None, {}
     for line in text.splitlines():
         sm = _SYMBOL_RE.match(line.strip())
+        if sm and sm.group(2) in labels:
+            label_addrs[sm.group(2)] = int(sm.group(1), 16)
+            continue
         if sm:
             current = functions.setdefault(sm.group(2), [])
             continue
@@ -90,18 +96,22 @@ def parse_disassembly(text: str) -> dict:
         if ins is not None and current is not None:
             current.append(ins)
     for instructions in functions.values():
-        _resolve_branches(instructions)
+        _resolve_branches(instructions, label_addrs)
     return functions
 
 
-def _resolve_branches(instructions):
+def _resolve_branches(instructions, label_addrs):
     index_of = {ins.addr: i for i, ins in enumerate(instructions)}
     for ins in instructions:
         if not ins.mnemonic.startswith(_BRANCH_PREFIXES):
             continue
-        simm = int(ins.raw.split()[0], 0)
-        simm = simm - 0x10000 if simm >= 0x8000 else simm
-        dest = ins.addr + 4 + 4 * simm
+        target = ins.raw.split()[0]
+        if target in label_addrs:
+            dest = label_addrs[target]
+        else:
+            simm = int(target, 0)
+            simm = simm - 0x10000 if simm >= 0x8000 else simm
+            dest = ins.addr + 4 + 4 * simm
         if dest not in index_of:
             raise EmulatorError(f"branch target 0x{dest:x} of '{ins.text}' at 0x{ins.addr:x}"
                                 " is not an instruction of this function")

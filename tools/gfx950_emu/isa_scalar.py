@@ -191,3 +191,40 @@ def s_waitcnt(wave, ins, ctx):
 @semantics("s_nop", "s_setprio")
 def s_no_effect(wave, ins, ctx):
     """No architectural effect in a functional model (s_setprio only changes arbitration)."""
+
+
+# ---- SOPK: a 16-bit immediate in the instruction -------------------------------------------
+def _simm16(ins) -> int:
+    """The SOPK immediate sign-extended to 32 bits (unsigned pattern)."""
+    v = ins.ops[1].value & 0xFFFF
+    return (v - 0x10000 if v & 0x8000 else v) & M32
+
+
+@semantics("s_addk_i32")
+def s_addk_i32(wave, ins, ctx):
+    """D = D + sign-extended simm16; SCC = signed overflow."""
+    a, b = _src(wave, ins, 0), _simm16(ins)
+    r = (a + b) & M32
+    wave.write_scalar(ins.ops[0], r, ins)
+    wave.scc = _signed_overflow(a, b, r)
+
+
+@semantics("s_movk_i32")
+def s_movk_i32(wave, ins, ctx):
+    """D = sign-extended simm16."""
+    wave.write_scalar(ins.ops[0], _simm16(ins), ins)
+
+
+def _s_cmpk(pred, signed):
+    """SCC = pred(S0, simm16): zero-extended for the _u32 forms, sign-extended for _i32."""
+    def run(wave, ins, ctx):
+        a, b = _src(wave, ins, 0), ins.ops[1].value & 0xFFFF
+        if signed:
+            a, b = _s32(a), _s32(_simm16(ins))
+        wave.scc = int(pred(a, b))
+    return run
+
+
+for _op, _pred in _CMP.items():
+    semantics(f"s_cmpk_{_op}_u32")(_s_cmpk(_pred, False))
+    semantics(f"s_cmpk_{_op}_i32")(_s_cmpk(_pred, True))

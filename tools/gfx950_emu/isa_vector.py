@@ -16,7 +16,9 @@ approximations, all deliberate:
 - Denormals: kept or flushed per the descriptor's FLOAT_DENORM_MODE_32 (state.py).
 - VOPC and carry-out writes set bits only for active lanes; inactive lanes' bits are 0.
 - v_permlane32_swap_b32 swaps vdst of lanes 32-63 with vsrc of lanes 0-31 (CDNA4 ISA
-  "V_PERMLANE32_SWAP_B32"); it is emulated only with EXEC all ones (an error otherwise), as the kernels run it.
+  "V_PERMLANE32_SWAP_B32"); v_permlane16_swap_b32 swaps vdst of lanes 16-31 / 48-63 with vsrc of lanes
+  0-15 / 32-47 (the odd 16-lane rows of vdst with the even rows of vsrc). Both are emulated only with EXEC all
+  ones (an error otherwise), as the kernels run them.
 """
 import ml_dtypes
 import numpy as np
@@ -59,6 +61,12 @@ def _i32(x):
     return x.astype(np.uint32).view(np.int32).astype(np.int64)
 
 
+def _i24(x):
+    """Bits 23:0 as a signed 24-bit integer (int64)."""
+    low = (x & np.uint64(0xFFFFFF)).astype(np.int64)
+    return np.where(low & 0x800000, low - 0x1000000, low)
+
+
 _INT_OPS = {
     "v_mov_b32": (1, lambda a: a),
     "v_not_b32": (1, lambda a: ~a),
@@ -68,6 +76,9 @@ _INT_OPS = {
     "v_mul_lo_u32": (2, lambda a, b: a * b),
     "v_mul_hi_u32": (2, lambda a, b: (a * b) >> np.uint64(32)),
     "v_mul_u32_u24": (2, lambda a, b: (a & np.uint64(0xFFFFFF)) * (b & np.uint64(0xFFFFFF))),
+    "v_mul_i32_i24": (2, lambda a, b: (_i24(a) * _i24(b)).astype(np.uint64)),
+    "v_add_i32": (2, lambda a, b: a + b),       # VOP3 without clamp: wraps like v_add_u32
+    "v_sub_i32": (2, lambda a, b: a - b),
     "v_lshlrev_b32": (2, lambda a, b: b << (a & np.uint64(31))),
     "v_lshrrev_b32": (2, lambda a, b: b >> (a & np.uint64(31))),
     "v_ashrrev_i32": (2, lambda a, b: (_i32(b) >> _i32(a & np.uint64(31))).astype(np.uint64)),
@@ -144,21 +155,35 @@ def v_readfirstlane_b32(wave, ins, ctx):
     wave.write_scalar(ins.ops[0], int(_u(wave, ins, 1)[lane]), ins)
 
 
+@semantics("v_readlane_b32")
+def v_readlane_b32(wave, ins, ctx):
+    """SGPR D = S0 of the lane S1 names (SGPR or constant, modulo 64), whether that lane is active or not."""
+    lane = wave.read_scalar(ins.ops[2], ins) % LANES
+    wave.write_scalar(ins.ops[0], int(_u(wave, ins, 1)[lane]), ins)
+
+
+@semantics("v_nop")
+def v_nop(wave, ins, ctx):
+    """No operation."""
+
+
 @semantics("v_accvgpr_read_b32", "v_accvgpr_write_b32", "v_accvgpr_mov_b32")
 def v_accvgpr_move(wave, ins, ctx):
     """Copy between the VGPR and AGPR files (D = S0, EXEC-masked)."""
     wave.write_lanes(ins.ops[0], _u(wave, ins, 1), ins)
 
 
-@semantics("v_permlane32_swap_b32")
-def v_permlane32_swap_b32(wave, ins, ctx):
-    """Swap vdst[lanes 32-63] with vsrc[lanes 0-31] (both registers are written). The kernels run it with every
-    lane on; anything else is refused rather than guessed."""
+@semantics("v_permlane32_swap_b32", "v_permlane16_swap_b32")
+def v_permlane_swap_b32(wave, ins, ctx):
+    """Swap vdst's odd rows with vsrc's even rows, rows of 32 (permlane32) or 16 lanes (permlane16); both
+    registers are written. The kernels run it with every lane on; anything else is refused rather than guessed."""
     if not wave.exec_mask().all():
-        raise EmulatorError(f"{at(ins)}: v_permlane32_swap_b32 with EXEC not all ones (unmodelled)")
-    d, s = _u(wave, ins, 0), _u(wave, ins, 1)
-    new_d = np.concatenate([d[:32], s[:32]])
-    new_s = np.concatenate([d[32:], s[32:]])
+        raise EmulatorError(f"{at(ins)}: {ins.mnemonic} with EXEC not all ones (unmodelled)")
+    row = 32 if ins.mnemonic == "v_permlane32_swap_b32" else 16
+    d = _u(wave, ins, 0).reshape(-1, 2, row)        # [pair of rows, even/odd, lane in row]
+    s = _u(wave, ins, 1).reshape(-1, 2, row)
+    new_d = np.stack([d[:, 0], s[:, 0]], axis=1).reshape(LANES)
+    new_s = np.stack([d[:, 1], s[:, 1]], axis=1).reshape(LANES)
     all_lanes = np.ones(LANES, bool)
     wave.write_lanes(ins.ops[0], new_d, ins, mask=all_lanes)
     wave.write_lanes(ins.ops[1], new_s, ins, mask=all_lanes)
@@ -246,6 +271,18 @@ def v_cvt_pk_f32_fp8(wave, ins, ctx):
     wave.write_lanes(ins.ops[0], np.stack([lo.view(U32), hi.view(U32)]), ins)
 
 
+@semantics("v_cvt_pk_fp8_f32", mods=("op_sel",))
+def v_cvt_pk_fp8_f32(wave, ins, ctx):
+    """D.u16[w] = {e4m3(S1), e4m3(S0)} (S0 in the low byte), round to nearest even, no saturation (out of range
+    gives NaN); w = op_sel[2] (the destination's), the other half of D kept. OCP e4m3 is gfx950's fp8."""
+    half = ins.mods.get("op_sel", (0, 0, 0))[2]
+    with np.errstate(all="ignore"):
+        lo, hi = (_f(wave, ins, i).astype(ml_dtypes.float8_e4m3fn).view(np.uint8).astype(U32) for i in (1, 2))
+    packed = lo | (hi << U32(8))
+    keep = _u(wave, ins, 0) & (U32(0xFFFF0000) if half == 0 else U32(0xFFFF))
+    wave.write_lanes(ins.ops[0], keep | (packed << U32(16 * half)), ins)
+
+
 # ---- float arithmetic ------------------------------------------------------------------
 def _float_op(nsrc, fn):
     def run(wave, ins, ctx):
@@ -273,6 +310,7 @@ _FLOAT_OPS = {
     "v_exp_f32": (1, np.exp2),
     "v_log_f32": (1, np.log2),
     "v_rcp_f32": (1, lambda a: np.float32(1) / a),
+    "v_rcp_iflag_f32": (1, lambda a: np.float32(1) / a),   # v_rcp_f32 that raises no integer-divide flag
     "v_sqrt_f32": (1, np.sqrt),
 }
 for _name, (_n, _fn) in _FLOAT_OPS.items():

@@ -17,6 +17,10 @@ v_mfma_f32_32x32x64_f8f6f4 and v_mfma_scale_f32_32x32x64_f8f6f4 with fp8/bf8 ope
 (A, B: 8 VGPRs = 32 bytes per lane; C, D: 16 registers, D layout as 32x32x16)
   A[m][k]: m = lane % 32, k = 32 * (j // 16) + 16 * (lane // 32) + j % 16   (j = 0..31)
   B[k][n]: n = lane % 32, same k
+v_mfma_f32_16x16x128_f8f6f4 with fp8/bf8 operands (A, B: 8 VGPRs = 32 bytes per lane; C, D: 4 registers,
+D layout as 16x16x32)
+  A[m][k]: m = lane % 16, k = 64 * (j // 16) + 16 * (lane // 16) + j % 16   (j = 0..31)
+  B[k][n]: n = lane % 16, same k
   cbsz selects A's format, blgp B's: 0 = fp8 E4M3 (OCP, "fn": no inf, NaN = S.1111.111),
   1 = bf8 E5M2 (OCP). The fp6/fp4 formats (2, 3, 4) change the register count and are
   refused.
@@ -74,20 +78,20 @@ def _layout_32x32(k_of):
                   np.broadcast_to(_LANE[None, :] % 32, (16, LANES)))
 
 
-def _layout_16x16_bf16():
-    """16x16x32 bf16: lane l owns A row / B column l % 16, k = 8 * (l // 16) + j."""
-    j = np.arange(8)[None, :]
+def _layout_16x16(k_of):
+    """16x16 shape: lane l owns A row / B column l % 16; k_of [64, elems] gives k."""
     g = np.arange(4)[:, None]
-    return Layout(16, 16, 32,
-                  np.broadcast_to(_LANE[:, None] % 16, (LANES, 8)), 8 * (_LANE[:, None] // 16) + j,
+    return Layout(16, 16, int(k_of.max()) + 1,
+                  np.broadcast_to(_LANE[:, None] % 16, k_of.shape), k_of,
                   4 * (_LANE[None, :] // 16) + g, np.broadcast_to(_LANE[None, :] % 16, (4, LANES)))
 
 
 _J8 = np.arange(8)[None, :]
 _J32 = np.arange(32)[None, :]
 LAYOUT_32x32x16_BF16 = _layout_32x32(8 * (_LANE[:, None] // 32) + _J8)
-LAYOUT_16x16x32_BF16 = _layout_16x16_bf16()
+LAYOUT_16x16x32_BF16 = _layout_16x16(8 * (_LANE[:, None] // 16) + _J8)
 LAYOUT_32x32x64_F8 = _layout_32x32(32 * (_J32 // 16) + 16 * (_LANE[:, None] // 32) + _J32 % 16)
+LAYOUT_16x16x128_F8 = _layout_16x16(64 * (_J32 // 16) + 16 * (_LANE[:, None] // 16) + _J32 % 16)
 
 
 def _bf16_values(block):
@@ -144,7 +148,7 @@ semantics("v_mfma_f32_16x16x32_bf16")(_bf16_mfma(LAYOUT_16x16x32_BF16, 4))
 
 
 def _fp8_operands(wave, ins, layout):
-    _check_registers(ins, 8, 8, 16)
+    _check_registers(ins, 8, 8, layout.d_m.shape[0])
     a = _fp8_values(wave.read_block(ins.ops[1], ins), ins.mods.get("cbsz", 0), ins)
     b = _fp8_values(wave.read_block(ins.ops[2], ins), ins.mods.get("blgp", 0), ins)
     am = _scatter(layout.a_m, layout.a_k, a, (layout.m, layout.k))
@@ -152,12 +156,16 @@ def _fp8_operands(wave, ins, layout):
     return am, bm
 
 
-@semantics("v_mfma_f32_32x32x64_f8f6f4", mods=("cbsz", "blgp"))
-def v_mfma_f32_32x32x64_f8f6f4(wave, ins, ctx):
-    """D = A x B + C with fp8/bf8 A and B (formats from cbsz / blgp)."""
-    layout = LAYOUT_32x32x64_F8
-    am, bm = _fp8_operands(wave, ins, layout)
-    _write_result(wave, ins, layout, am @ bm + _accumulator(wave, ins, ins.ops[3], layout))
+def _fp8_mfma(layout):
+    def run(wave, ins, ctx):
+        """D = A x B + C with fp8/bf8 A and B (formats from cbsz / blgp)."""
+        am, bm = _fp8_operands(wave, ins, layout)
+        _write_result(wave, ins, layout, am @ bm + _accumulator(wave, ins, ins.ops[3], layout))
+    return run
+
+
+semantics("v_mfma_f32_32x32x64_f8f6f4", mods=("cbsz", "blgp"))(_fp8_mfma(LAYOUT_32x32x64_F8))
+semantics("v_mfma_f32_16x16x128_f8f6f4", mods=("cbsz", "blgp"))(_fp8_mfma(LAYOUT_16x16x128_F8))
 
 
 def _e8m0_scales(wave, ins, operand_index, select):

@@ -24,7 +24,7 @@ from .lds_banks import LdsBanks
 from .memory import LocalMemory
 from .operands import SGPR_EXEC
 from .state import LANES, WaveState
-from . import isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register semantics)
+from . import isa_buffer, isa_dpp, isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register semantics)
 
 MAX_WORKGROUP_SIZE = 1024
 LDS_BYTES_PER_CU = 160 * 1024
@@ -42,11 +42,13 @@ class ExecContext:
 @dataclass
 class RunStats:
     """Counts of one dispatch: instructions executed per mnemonic (over all waves); lds: the bank-conflict
-    model's counts per LDS instruction (lds_banks.py)."""
+    model's counts per LDS instruction (lds_banks.py); early_uses: with enforce_waits=False, the register uses
+    before the wait for their load, per (load address, use address, counter) (waitcnt.py)."""
     instructions: Counter = field(default_factory=Counter)
     workgroups: int = 0
     waves: int = 0
     lds: LdsBanks = field(default_factory=LdsBanks)
+    early_uses: Counter = field(default_factory=Counter)
 
     @property
     def total(self) -> int:
@@ -54,11 +56,11 @@ class RunStats:
         return sum(self.instructions.values())
 
 
-def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds):
+def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds, enforce_waits):
     kd = kernel.descriptor
     waves = []
     for w in range((workgroup_size + LANES - 1) // LANES):
-        wave = WaveState(kd, w, lds)
+        wave = WaveState(kd, w, lds, enforce_waits)
         wave.sgpr[0] = kernarg_addr & 0xFFFFFFFF
         wave.sgpr[1] = kernarg_addr >> 32
         sgpr = 2
@@ -100,11 +102,12 @@ def _run_workgroup(kernel, waves, ctx, stats, max_steps):
 
 
 def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
-               max_steps: int = _DEFAULT_MAX_STEPS) -> RunStats:
+               max_steps: int = _DEFAULT_MAX_STEPS, enforce_waits: bool = True) -> RunStats:
     """Run kernel `name` of `code_object` over `grid` (x, y, z workgroups) of
     `workgroup_size` work-items, with `kernarg` bytes as its argument segment, reading and
     writing `memory` (a GlobalMemory). Returns RunStats. EmulatorError on any fault, with
-    the workgroup and wave it happened in."""
+    the workgroup and wave it happened in. enforce_waits=False records a register used before
+    its load's wait in RunStats.early_uses instead of failing (code that relies on latency)."""
     kernel = code_object.kernel(name)
     kd = kernel.descriptor
     kd.check_supported(name)
@@ -123,7 +126,7 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
         for y in range(grid[1]):
             for x in range(grid[0]):
                 waves = _initial_waves(kernel, workgroup_size, (x, y, z), kernarg_addr,
-                                       LocalMemory(kd.lds_bytes))
+                                       LocalMemory(kd.lds_bytes), enforce_waits)
                 stats.workgroups += 1
                 stats.waves += len(waves)
                 try:
@@ -132,4 +135,7 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
                     waiting = [w.wave_id for w in waves if not w.done]
                     raise EmulatorError(f"workgroup ({x}, {y}, {z}), waves not ended "
                                         f"{waiting}: {e}") from e
+                for wave in waves:
+                    stats.early_uses.update((load.addr, use.addr, counter)
+                                            for load, use, counter in wave.waits.early_uses)
     return stats

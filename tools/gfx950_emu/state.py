@@ -4,10 +4,12 @@ Register files (all uint32 bit patterns):
 - SGPRs: 128 entries indexed by their hardware operand number: s0-s101, VCC at 106-107,
   M0 at 124, EXEC at 126-127 (operands.py maps the names), so `s[a:b]`, `vcc` and `exec`
   are all plain ranges;
-- VGPRs v0-v255 and AGPRs a0-a255, each [256, 64 lanes]. The descriptor's allocation is
-  enforced: a VGPR at or above accum_offset, or an AGPR beyond the allocated ones, is an
-  error (the hardware's unified 512-entry file gives arch VGPRs the part below
-  accum_offset and AGPRs the rest);
+- VGPRs v0-v255 and AGPRs a0-a255 as views of one unified file [768, 64 lanes], as the
+  hardware's unified 512-entry file: v_i is entry i, a_i entry accum_offset + i, so a VGPR
+  at or above accum_offset is the same register as an AGPR (kernels without AGPRs use the
+  whole allocation as VGPRs, e.g. AMD's aiter fmha hd128). A register at or beyond the
+  descriptor's allocation (arch + acc VGPRs, granule-rounded) is an error, and so is one
+  entry reached both as a VGPR and as an AGPR in a wave (legal, but never what a kernel means);
 - SCC as an int; PC as an instruction index.
 
 Vector writes honour EXEC (inactive lanes keep their value). Floating-point reads apply
@@ -44,19 +46,22 @@ def flush_denormals(x: np.ndarray) -> np.ndarray:
 class WaveState:
     """Registers, PC and wait counters of one wave; `wave_id` is its index in the workgroup."""
 
-    def __init__(self, descriptor, wave_id: int, lds):
+    def __init__(self, descriptor, wave_id: int, lds, enforce_waits: bool = True):
         self.sgpr = np.zeros(NUM_SGPRS, np.uint32)
-        self.vgpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
-        self.agpr = np.zeros((NUM_VGPRS, LANES), np.uint32)
+        unified = np.zeros((3 * NUM_VGPRS, LANES), np.uint32)
+        self.vgpr = unified[:NUM_VGPRS]
+        self.agpr = unified[descriptor.accum_offset:descriptor.accum_offset + NUM_VGPRS]
         self.scc = 0
         self.pc = 0
         self.wave_id = wave_id
         self.lds = lds
         self.done = False
         self.at_barrier = False
-        self.waits = WaitCounters()
-        self.num_vgprs = descriptor.accum_offset
+        self.waits = WaitCounters(enforce_waits)
+        self.num_vgprs = min(descriptor.vgprs, NUM_VGPRS)
         self.num_agprs = descriptor.agprs
+        self.accum_offset = descriptor.accum_offset
+        self._aliased_by = {}    # unified entry at or above accum_offset -> the view ('v' / 'a') that used it
         self.flush_in = descriptor.denorm_mode_32 in (0, 2)
         self.flush_out = descriptor.denorm_mode_32 in (0, 1)
         self.flush_out_16 = descriptor.denorm_mode_16_64 in (0, 1)
@@ -76,14 +81,24 @@ class WaveState:
         if op.kind == "v":
             if op.base + op.count > self.num_vgprs:
                 raise EmulatorError(f"{op.text} in {at(ins)} is beyond the kernel's "
-                                    f"{self.num_vgprs} arch VGPRs")
+                                    f"{self.num_vgprs} VGPRs")
+            if op.base + op.count > self.accum_offset:
+                self._claim(range(max(op.base, self.accum_offset), op.base + op.count), "v", op, ins)
             return self.vgpr
         if op.kind == "a":
             if op.base + op.count > self.num_agprs:
                 raise EmulatorError(f"{op.text} in {at(ins)} is beyond the kernel's "
                                     f"{self.num_agprs} AGPRs")
+            self._claim(range(self.accum_offset + op.base, self.accum_offset + op.base + op.count), "a", op, ins)
             return self.agpr
         raise EmulatorError(f"operand {op.text} of {at(ins)} is not a VGPR/AGPR")
+
+    def _claim(self, entries, view, op, ins):
+        """Record unified entries used through `view`; EmulatorError if the other view used one."""
+        for e in entries:
+            if self._aliased_by.setdefault(e, view) != view:
+                raise EmulatorError(f"{op.text} in {at(ins)} is unified register {e}, used by this wave "
+                                    f"both as a VGPR and as an AGPR (accum_offset {self.accum_offset})")
 
     def _track(self, op, ins, verb):
         if self.waits.pending and op.kind in "vas":

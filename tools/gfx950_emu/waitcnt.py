@@ -12,6 +12,10 @@ Each wave keeps the outstanding operations per counter, oldest first:
 lgkmcnt, except that scalar loads are retired only by lgkmcnt(0). While an operation is
 outstanding, reading or writing any register it loads raises EmulatorError naming both
 instructions. Stores have no destination; they only count.
+
+With enforce=False such a use is recorded in `early_uses` (load, use) instead: hand-scheduled code
+may rely on a load's latency rather than a wait (AMD's aiter kernels read some LDS loads after a
+stretch of MFMAs with no lgkmcnt wait); the emulator's loads complete at issue, so it then runs on.
 """
 import re
 from collections import deque
@@ -33,9 +37,11 @@ class PendingOp:
 class WaitCounters:
     """Outstanding vm / lgkm operations of one wave and the registers they will write."""
 
-    def __init__(self):
+    def __init__(self, enforce: bool = True):
         self.queues = {"vmcnt": deque(), "lgkmcnt": deque()}
         self.pending = {}   # (file, index) -> PendingOp
+        self.enforce = enforce
+        self.early_uses = []    # (load Instruction, use Instruction, counter) when not enforced
 
     def issue(self, counter: str, ins, regs=(), out_of_order: bool = False):
         """Record a memory op on `counter` that loads `regs` ((file, index) pairs)."""
@@ -48,7 +54,13 @@ class WaitCounters:
         """EmulatorError if any of regs is still being loaded by an outstanding op."""
         for r in regs:
             op = self.pending.get(r)
-            if op is not None:
+            if op is not None and not self.enforce:
+                counter = next(name for name, queue in self.queues.items() if op in queue)
+                self.early_uses.append((op.ins, ins, counter))
+                for reg in op.regs:
+                    if self.pending.get(reg) is op:
+                        del self.pending[reg]
+            elif op is not None:
                 raise EmulatorError(
                     f"{r[0]}{r[1]} {verb} by {at(ins)} before an s_waitcnt for the load "
                     f"{at(op.ins)} that writes it")
