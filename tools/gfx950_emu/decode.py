@@ -48,8 +48,10 @@ def decode_one(words, addr: int):
         raise EmulatorError(f"0x{w0:08x} at 0x{addr:x}: no gfx950 encoding starts so")
     try:
         mnemonic, tokens, mods, size = decoder(words)
-    except (EmulatorError, IndexError) as e:
+    except EmulatorError as e:
         raise EmulatorError(f"0x{w0:08x} at 0x{addr:x}: {e}") from None
+    except IndexError:
+        size = len(words) + 1
     if size > len(words):
         raise EmulatorError(f"0x{w0:08x} at 0x{addr:x}: the instruction runs past the section")
     operand_text = " ".join(filter(None, [", ".join(tokens), " ".join(mods)]))

@@ -1,6 +1,9 @@
 """Decode the vector memory encodings: DS (LDS), MUBUF (buffer) and FLAT/GLOBAL/SCRATCH (CDNA4 ISA,
 "LDS and GDS", "Vector Memory Buffer" and "Flat, Scratch and Global" formats).
 
+A FLAT-family atomic with sc0 returns the old value in vdst (opcodes.py's layouts are of the forms
+without it); a MUBUF atomic returns it in vdata, so its operands do not change.
+
 The `acc` bit of each format puts the data registers (not the address) in AGPRs. Cache-policy bits
 print as LLVM does: sc0, nt, sc1. Each decoder returns (printed mnemonic, operand tokens, modifier
 tokens, size in dwords).
@@ -87,6 +90,8 @@ def decode_flat(w):
         w[1] >> 24
     data_cls = "a" if acc else "v"
     widths = {name: width for name, _, width in slots}
+    if "_atomic_" in mnemonic and sc0:       # an atomic that returns the old value
+        widths["vdst"] = widths["src1"] // 2 if "cmpswap" in mnemonic else widths["src1"]
     tokens = [reg(data_cls, vdst, widths["vdst"])] if "vdst" in widths else []
     if segment == "FLAT":
         tokens.append(reg("v", addr, 2))
