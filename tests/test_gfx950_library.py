@@ -205,7 +205,8 @@ for device in (0, 1, 0, 1, 40):
     status = lib.flashprefill_forward(ctypes.byref(params()), None)
     steps.append([device, status, lib.flashprefill_last_error().decode(),
                   [hip.stub_load_device(i) for i in range(hip.stub_load_count())],
-                  [[hip.stub_launch_device(i), hip.stub_launch_module_device(i)] for i in range(hip.stub_launch_count())]])
+                  [[hip.stub_launch_device(i), hip.stub_launch_module_device(i)]
+                   for i in range(hip.stub_launch_count())]])
 print(json.dumps(steps))
 """
 

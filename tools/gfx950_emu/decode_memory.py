@@ -10,20 +10,12 @@ tokens, size in dwords).
 """
 import re
 
-from .decode_operands import parse_layout, reg, scalar, source
+from .decode_operands import lookup, reg, scalar, source
 from .errors import EmulatorError
-from .opcodes import OPCODES
 
 _SADDR_OFF = 0x7F
 _DS_TWO_OFFSETS = re.compile(r"^ds_\w+2(st64)?_")
 _SEGMENTS = ("FLAT", "SCRATCH", "GLOBAL")
-
-
-def _lookup(family: str, op: int):
-    entry = OPCODES[family].get(op)
-    if entry is None:
-        raise EmulatorError(f"{family} opcode 0x{op:x} is not a gfx950 instruction")
-    return entry[0], parse_layout(entry[1])
 
 
 def _cache_policy(sc0, nt, sc1):
@@ -32,7 +24,7 @@ def _cache_policy(sc0, nt, sc1):
 
 def decode_ds(w):
     """DS: addr, data0, data1 VGPRs and vdst; one 16-bit offset, or two 8-bit ones (the *2 forms)."""
-    mnemonic, slots = _lookup("DS", (w[0] >> 17) & 0xFF)
+    mnemonic, slots = lookup("DS", (w[0] >> 17) & 0xFF)
     data_cls = "a" if (w[0] >> 25) & 1 else "v"
     field = {"vdst": w[1] >> 24, "src0": w[1] & 0xFF, "src1": (w[1] >> 8) & 0xFF, "src2": (w[1] >> 16) & 0xFF}
     tokens = []
@@ -53,7 +45,7 @@ def decode_ds(w):
 def decode_mubuf(w):
     """MUBUF: vdata, vaddr (index and/or offset, as idxen/offen say), the resource SGPR quad, soffset;
     with `lds` the data goes to LDS at M0 and vdata is not an operand."""
-    mnemonic, slots = _lookup("MUBUF", (w[0] >> 18) & 0x7F)
+    mnemonic, slots = lookup("MUBUF", (w[0] >> 18) & 0x7F)
     offset, offen, idxen = w[0] & 0xFFF, (w[0] >> 12) & 1, (w[0] >> 13) & 1
     sc0, sc1, lds, nt = (w[0] >> 14) & 1, (w[0] >> 15) & 1, (w[0] >> 16) & 1, (w[0] >> 17) & 1
     vaddr, vdata, srsrc, acc, soffset = w[1] & 0xFF, (w[1] >> 8) & 0xFF, ((w[1] >> 16) & 0x1F) * 4, \
@@ -81,7 +73,7 @@ def decode_flat(w):
     segment = _SEGMENTS[(w[0] >> 14) & 3] if (w[0] >> 14) & 3 != 3 else None
     if segment is None:
         raise EmulatorError("FLAT segment 3 is reserved")
-    mnemonic, slots = _lookup(segment, (w[0] >> 18) & 0x7F)
+    mnemonic, slots = lookup(segment, (w[0] >> 18) & 0x7F)
     sve, sc0, nt, sc1 = (w[0] >> 13) & 1, (w[0] >> 16) & 1, (w[0] >> 17) & 1, (w[0] >> 25) & 1
     offset = w[0] & 0x1FFF if segment != "FLAT" else w[0] & 0xFFF
     if segment != "FLAT" and offset & 0x1000:

@@ -5,6 +5,7 @@ named scalar registers, trap temporaries, integer and float inline constants, a 
 literal (255), and VGPRs at 256 + n. A register range prints as `v[4:7]`, one register as `v5`.
 """
 from .errors import EmulatorError
+from .opcodes import OPCODES
 
 LITERAL = 255
 VGPR_BASE = 256
@@ -69,6 +70,14 @@ def with_modifiers(text: str, neg: bool, abs_: bool) -> str:
 def bit_list(bits: int, count: int) -> str:
     """`op_sel`-style lists: bit i of `bits` is element i."""
     return "[" + ",".join(str((bits >> i) & 1) for i in range(count)) + "]"
+
+
+def lookup(family: str, op: int):
+    """(mnemonic, parsed layout) of `op` in `family`; EmulatorError if gfx950 has no such opcode."""
+    entry = OPCODES[family].get(op)
+    if entry is None:
+        raise EmulatorError(f"{family} opcode 0x{op:x} is not a gfx950 instruction")
+    return entry[0], parse_layout(entry[1])
 
 
 def parse_layout(layout: str):

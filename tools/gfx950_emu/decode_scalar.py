@@ -4,19 +4,12 @@
 Each decoder takes the instruction's words (`w[0]` first, the rest following it in .text) and returns
 (printed mnemonic, operand tokens, modifier tokens, size in dwords).
 """
-from .decode_operands import LITERAL, parse_layout, scalar, source
+from .decode_operands import LITERAL, lookup, scalar, source
 from .errors import EmulatorError
 from .opcodes import OPCODES
 
 _WAITCNT_MAX = {"vmcnt": 63, "expcnt": 7, "lgkmcnt": 15}
 _GPR_IDX_MODES = ("SRC0", "SRC1", "SRC2", "DST")
-
-
-def _lookup(family: str, op: int):
-    entry = OPCODES[family].get(op)
-    if entry is None:
-        raise EmulatorError(f"{family} opcode 0x{op:x} is not a gfx950 instruction")
-    return entry[0], parse_layout(entry[1])
 
 
 def _ssrc_fields(w, fields):
@@ -31,7 +24,7 @@ def _tokens(slots, fmt):
 
 
 def _sop(family, op, w, fields):
-    mnemonic, slots = _lookup(family, op)
+    mnemonic, slots = lookup(family, op)
     fmt, size = _ssrc_fields(w, fields)
     return mnemonic, _tokens(slots, fmt), [], size
 
@@ -47,7 +40,7 @@ def decode_sop1(w):
 
 def decode_sopc(w):
     op, s0, s1 = (w[0] >> 16) & 0x7F, w[0] & 0xFF, (w[0] >> 8) & 0xFF
-    mnemonic, slots = _lookup("SOPC", op)
+    mnemonic, slots = lookup("SOPC", op)
     if mnemonic == "s_set_gpr_idx_on":
         modes = ",".join(m for i, m in enumerate(_GPR_IDX_MODES) if (s1 >> i) & 1)
         return mnemonic, [source(s0, 1, w[1] if s0 == LITERAL else None), f"gpr_idx({modes})"], [], \
@@ -57,7 +50,7 @@ def decode_sopc(w):
 
 
 def decode_sopk(w):
-    mnemonic, slots = _lookup("SOPK", (w[0] >> 23) & 0x1F)
+    mnemonic, slots = lookup("SOPK", (w[0] >> 23) & 0x1F)
     simm16 = w[0] & 0xFFFF
     if any(name == "=" and text.startswith("hwreg") for name, text, _ in slots):
         raise EmulatorError(f"{mnemonic}: hwreg operands are not decoded")
@@ -90,7 +83,7 @@ def decode_sopp(w):
 
 def decode_smem(w):
     """SMEM: sbase (SGPR pair/quad, stored /2), sdata, and an immediate offset and/or SGPR offset."""
-    mnemonic, slots = _lookup("SMEM", (w[0] >> 18) & 0xFF)
+    mnemonic, slots = lookup("SMEM", (w[0] >> 18) & 0xFF)
     sbase, sdata = (w[0] & 0x3F) * 2, (w[0] >> 6) & 0x7F
     soe, glc, imm = (w[0] >> 14) & 1, (w[0] >> 16) & 1, (w[0] >> 17) & 1
     offset = w[1] & 0x1FFFFF

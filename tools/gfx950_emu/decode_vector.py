@@ -5,9 +5,8 @@ Each decoder takes the instruction's words and returns (printed mnemonic, operan
 tokens, size in dwords). Which fields an opcode prints, in which order and how wide, comes from
 opcodes.py; the bit layout of the fields is here.
 """
-from .decode_operands import LITERAL, VGPR_BASE, bit_list, parse_layout, reg, scalar, source, with_modifiers
+from .decode_operands import LITERAL, VGPR_BASE, bit_list, lookup, reg, scalar, source, with_modifiers
 from .errors import EmulatorError
-from .opcodes import OPCODES
 
 _SDWA, _DPP = 249, 250              # src0 codes that announce a second dword of SDWA / DPP controls
 _LD_SCALE_OP = 0x2C                 # VOP3P v_mfma_ld_scale_b32: the scale prefix of v_mfma_scale_*
@@ -18,13 +17,6 @@ _F8F6F4_REGS = (8, 8, 6, 6, 4)      # A/B registers per cbsz/blgp format: fp8, b
 _DPP_ROW = {0x100: "row_shl", 0x110: "row_shr", 0x120: "row_ror", 0x150: "row_newbcast"}
 _DPP_FIXED = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
               0x140: "row_mirror", 0x141: "row_half_mirror", 0x142: "row_bcast:15", 0x143: "row_bcast:31"}
-
-
-def _lookup(family: str, op: int):
-    entry = OPCODES[family].get(op)
-    if entry is None:
-        raise EmulatorError(f"{family} opcode 0x{op:x} is not a gfx950 instruction")
-    return entry[0], parse_layout(entry[1])
 
 
 def _vgpr_field(value: int, cls: str, width: int) -> str:
@@ -50,7 +42,7 @@ def _dpp_control(ctrl: int) -> str:
 
 def _vop_short(family, op, w, fields):
     """VOP1/VOP2/VOPC: `fields` maps the layout's field names to their raw values; src0 is 9 bits."""
-    mnemonic, slots = _lookup(family, op)
+    mnemonic, slots = lookup(family, op)
     src0 = fields["src0"]
     mods, size, literal = [], 1, None
     neg, abs_ = [0, 0], [0, 0]
@@ -75,8 +67,7 @@ def _vop_short(family, op, w, fields):
             else:
                 tokens.append(cls)
         elif name == "src0":
-            i = 0
-            tokens.append(with_modifiers(source(fields["src0"], width, literal), neg[i], abs_[i]))
+            tokens.append(with_modifiers(source(fields["src0"], width, literal), neg[0], abs_[0]))
         elif name == "src1":
             tokens.append(with_modifiers(reg("v", fields["src1"], width), neg[1], abs_[1]))
         else:
@@ -133,7 +124,7 @@ def _sources(w1):
 
 def decode_vop3(w):
     """VOP3a (abs/neg/op_sel/clamp/omod) and VOP3b (an SGPR carry-out `sdst` in place of abs/op_sel)."""
-    mnemonic, slots = _lookup("VOP3", (w[0] >> 16) & 0x3FF)
+    mnemonic, slots = lookup("VOP3", (w[0] >> 16) & 0x3FF)
     srcs = _sources(w[1])
     vop3b = any(name == "sdst" for name, _, _ in slots)
     abs_bits = 0 if vop3b else (w[0] >> 8) & 7
@@ -191,7 +182,7 @@ def decode_vop3p(w):
     op = (w[0] >> 16) & 0x7F
     if op == _LD_SCALE_OP:
         return _decode_mfma_scale(w)
-    mnemonic, slots = _lookup("VOP3P", op)
+    mnemonic, slots = lookup("VOP3P", op)
     if _is_mai(mnemonic):
         tokens, mods = _mai(mnemonic, slots, w[0], w[1])
         return mnemonic, tokens, mods, 2
@@ -227,7 +218,7 @@ def _decode_mfma_scale(w):
     op_sel_hi) followed by the f8f6f4 MFMA it scales; LLVM prints the pair as one instruction."""
     if len(w) < 4 or (w[2] >> 23) != 0x1A7:
         raise EmulatorError("v_mfma_ld_scale_b32 without the MFMA it scales")
-    mnemonic, slots = _lookup("VOP3P", (w[2] >> 16) & 0x7F)
+    mnemonic, slots = lookup("VOP3P", (w[2] >> 16) & 0x7F)
     if not mnemonic.startswith("v_mfma_") or not mnemonic.endswith("f8f6f4"):
         raise EmulatorError(f"v_mfma_ld_scale_b32 before {mnemonic}, which takes no scales")
     tokens, mai_mods = _mai(mnemonic, slots, w[2], w[3])
