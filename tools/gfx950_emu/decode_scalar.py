@@ -12,21 +12,12 @@ _WAITCNT_MAX = {"vmcnt": 63, "expcnt": 7, "lgkmcnt": 15}
 _GPR_IDX_MODES = ("SRC0", "SRC1", "SRC2", "DST")
 
 
-def _ssrc_fields(w, fields):
-    """Format `fields` {name: code} of a SOP* word; a literal (255) takes the next dword."""
-    uses_literal = LITERAL in fields.values()
-    literal = w[1] if uses_literal else None
-    return {k: (lambda width, c=c: source(c, width, literal)) for k, c in fields.items()}, 1 + uses_literal
-
-
-def _tokens(slots, fmt):
-    return [text if name == "=" else fmt[name](width) for name, text, width in slots]
-
-
 def _sop(family, op, w, fields):
+    """SOP1/SOP2/SOPC: `fields` maps layout fields to operand codes; code 255 reads the next dword."""
     mnemonic, slots = lookup(family, op)
-    fmt, size = _ssrc_fields(w, fields)
-    return mnemonic, _tokens(slots, fmt), [], size
+    literal = w[1] if LITERAL in fields.values() else None
+    tokens = [text if name == "=" else source(fields[name], width, literal) for name, text, width in slots]
+    return mnemonic, tokens, [], 1 + (literal is not None)
 
 
 def decode_sop2(w):
@@ -40,13 +31,11 @@ def decode_sop1(w):
 
 def decode_sopc(w):
     op, s0, s1 = (w[0] >> 16) & 0x7F, w[0] & 0xFF, (w[0] >> 8) & 0xFF
-    mnemonic, slots = lookup("SOPC", op)
-    if mnemonic == "s_set_gpr_idx_on":
+    if lookup("SOPC", op)[0] == "s_set_gpr_idx_on":       # src1 is a mask of the indexed operands
         modes = ",".join(m for i, m in enumerate(_GPR_IDX_MODES) if (s1 >> i) & 1)
-        return mnemonic, [source(s0, 1, w[1] if s0 == LITERAL else None), f"gpr_idx({modes})"], [], \
+        return "s_set_gpr_idx_on", [source(s0, 1, w[1] if s0 == LITERAL else None), f"gpr_idx({modes})"], [], \
             1 + (s0 == LITERAL)
-    fmt, size = _ssrc_fields(w, {"src0": s0, "src1": s1})
-    return mnemonic, _tokens(slots, fmt), [], size
+    return _sop("SOPC", op, w, {"src0": s0, "src1": s1})
 
 
 def decode_sopk(w):

@@ -3,13 +3,16 @@ llvm-mc-22's disassembler sees it.
 
     python -m tools.gfx950_emu.gen_opcodes > tools/gfx950_emu/opcodes.py
 
-For each encoding family one probe word per opcode is built with its register fields set to distinct
-numbers (vdst 10, src0 20, src1 30, src2 40, a VOP3b sdst 0); llvm-mc-22 --disassemble prints what it
-decodes, and each printed operand is mapped back to the field whose number it carries. A probe that LLVM
-refuses is retried with scalar sources (v_readlane wants an SGPR lane select). The decoder (decode*.py)
-owns the bit layout of each field; this table only says which fields an opcode prints, in which order,
-how many registers wide, and of which class when the field itself does not say (a VOP3 `vdst` that is an
-SGPR pair for v_cmp).
+For each encoding family one probe per opcode is built with its register fields set to distinct numbers
+(vdst 10, src0 20, src1 30, src2 40, a VOP3b sdst 0; SMEM sdata 12 and sbase 20, a MUBUF resource s[12:15]);
+one llvm-mc-22 --disassemble run per family and attempt prints what it decodes (an `s_nop 7` between the
+probes tells which output belongs to which), and each printed operand is mapped back to the field whose
+number it carries. A probe that LLVM refuses is retried with the family's next builder: scalar sources
+(v_readlane wants an SGPR lane select), or fields left zero that an opcode must not use. Field names are
+generic: for DS src0/src1/src2 are addr/data0/data1, for MUBUF vdst/src0 are vdata/vaddr, for FLAT src0/src1
+are addr/data. The decoder (decode*.py) owns the bit layout of each field; this table only says which fields
+an opcode prints, in which order, how many registers wide, and of which class when the field itself does not
+say (a VOP3 `vdst` that is an SGPR pair for v_cmp).
 """
 import re
 import struct
@@ -134,7 +137,8 @@ def _disassemble(probes):
         else:
             raw = bytes(int(b, 16) for b in enc.rstrip("]").split(","))
             current.append((text.strip(), struct.unpack_from("<I", raw)[0]))
-    assert len(groups) == len(probes), (len(groups), len(probes))
+    if len(groups) != len(probes):       # a probe swallowed the marker (an opcode wanting more dwords)
+        raise RuntimeError(f"{len(probes)} probes, {len(groups)} answers from {LLVM_MC}")
     return [g[0] if g else None for g in groups]
 
 
