@@ -2,7 +2,7 @@
 # static; a link to its SONAME file libflashprefill.so.<ABI major>, exporting flashprefill_* only) and keeps each
 # CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized wgmma fails the build.
 # `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects build/gfx950/<name>.co with clang-22 /
-# ld.lld-22.
+# ld.lld-22, or ROCm's own clang / ld.lld where those are not on PATH.
 
 NVCC    ?= nvcc
 CC      ?= cc
@@ -14,8 +14,11 @@ CFLAGS  := -O2 -std=gnu11 -fPIC -Wall -Wextra -Werror -Iinclude -Isrc
 NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc -Xptxas -v \
            -Werror all-warnings
 
-CLANG_AMD := clang-22
-LLD_AMD   := ld.lld-22
+# The gfx950 assembler and linker: LLVM 22 from PATH when there, else ROCm's LLVM (ROCM_PATH, default /opt/rocm).
+ROCM_PATH ?= /opt/rocm
+on_path    = $(firstword $(wildcard $(addsuffix /$(1),$(subst :, ,$(PATH)))))
+CLANG_AMD ?= $(if $(call on_path,clang-22),clang-22,$(ROCM_PATH)/llvm/bin/clang)
+LLD_AMD   ?= $(if $(call on_path,ld.lld-22),ld.lld-22,$(ROCM_PATH)/llvm/bin/ld.lld)
 GFX950    := -target amdgcn-amd-amdhsa -mcpu=gfx950 -mcode-object-version=5
 
 # The ABI's major version, read from the header (its one home): the libraries' SONAME. build/libflashprefill.so is

@@ -22,8 +22,9 @@ typedef enum fp_gfx950_kernel {
     FP_GFX950_KERNEL_COUNT
 } fp_gfx950_kernel;
 
-/* Loads everything on the first call (thread-safe), then hands out the API and one kernel's function.
-   FLASHPREFILL_SUCCESS, or NO_DEVICE / NOT_SUPPORTED with the last error set, the same on every call. */
+/* Loads the HIP runtime on the first call and the modules on the first call per device ordinal (thread-safe),
+   then hands out the API and one kernel's function for the device current at the call. FLASHPREFILL_SUCCESS, or
+   NO_DEVICE / NOT_SUPPORTED with the last error set, the same on every call for a device. */
 flashprefill_status fp_hip_load(const fp_hip_api **api, fp_gfx950_kernel kernel, hipFunction_t *function);
 
 #endif /* FLASHPREFILL_GFX950_LOADER_H */

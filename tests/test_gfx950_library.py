@@ -1,12 +1,16 @@
 """The gfx950 host library (build/libflashprefill_gfx950.so, `make amd`) on a machine without ROCm: the same C
-ABI and validation as the CUDA library, a clean NO_DEVICE when libamdhip64.so is missing, and the load-time
-check of the embedded code object's kernel descriptor against a gfx950 CU. The library exports only flashprefill_*,
-so that check (hip/code_object_check.c) is compiled here on its own into a probe library."""
+ABI and validation as the CUDA library, a clean NO_DEVICE when libamdhip64.so is missing, the load-time
+check of the embedded code object's kernel descriptor against a gfx950 CU, and (with tests/hip_stub.c standing in
+for libamdhip64.so) the modules loaded once per device. The library exports only flashprefill_*, so the descriptor
+check (hip/code_object_check.c) is compiled here on its own into a probe library."""
 import ctypes
+import json
+import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -220,3 +224,45 @@ def test_malformed_code_object_is_refused(check):
     for bad in (b"not an elf", image[:200], image.replace(b"fwd_bf16_hd128.kd", b"xxx_xxxx_xxxxx.kd")):
         assert check.fp_code_object_resources(bad, len(bad), b"fwd_bf16_hd128", ctypes.byref(r)) == \
             Status.ERROR_NOT_SUPPORTED
+
+
+# Runs in its own process with the stub as libamdhip64.so: the library loads the runtime once per process.
+_PER_DEVICE_SCRIPT = r"""
+import ctypes, json, sys
+sys.path.insert(0, sys.argv[2])
+from test_gfx950_library import params
+hip = ctypes.CDLL("libamdhip64.so")
+lib = ctypes.CDLL(sys.argv[1])
+lib.flashprefill_last_error.restype = ctypes.c_char_p
+steps = []
+for device in (0, 1, 0, 1, 40):
+    assert hip.hipSetDevice(device) == 0
+    status = lib.flashprefill_forward(ctypes.byref(params()), None)
+    steps.append([device, status, lib.flashprefill_last_error().decode(),
+                  [hip.stub_load_device(i) for i in range(hip.stub_load_count())],
+                  [[hip.stub_launch_device(i), hip.stub_launch_module_device(i)]
+                   for i in range(hip.stub_launch_count())]])
+print(json.dumps(steps))
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for the HIP stub")
+def test_modules_are_loaded_per_device(lib, tmp_path):
+    """Each device ordinal gets the code objects loaded while it is current, once; a launch uses the current
+    device's modules; an ordinal past the loader's table is refused, not given another device's modules."""
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o", str(tmp_path / "libamdhip64.so"),
+                    str(ROOT / "tests" / "hip_stub.c")], check=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": str(ROOT / "python")}
+    out = subprocess.run([sys.executable, "-c", _PER_DEVICE_SCRIPT, str(LIBRARY), str(ROOT / "tests")], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    steps = json.loads(out)
+    kernels = 12  # code objects embedded (hip/loader.c)
+    (d0, s0, _, loads0, launches0), (d1, s1, _, loads1, launches1), (_, s2, _, loads2, launches2), \
+        (_, s3, _, loads3, launches3), (d4, s4, message4, loads4, launches4) = steps
+    assert (s0, s1, s2, s3) == (Status.SUCCESS,) * 4
+    assert loads0 == [0] * kernels and launches0 == [[0, 0]]
+    assert loads1 == [0] * kernels + [1] * kernels and launches1[-1] == [1, 1]
+    assert loads2 == loads1 and launches2[-1] == [0, 0]          # back on device 0: its own modules, no reload
+    assert loads3 == loads1 and launches3[-1] == [1, 1]
+    assert s4 == Status.ERROR_NOT_SUPPORTED and "device 40" in message4
+    assert loads4 == loads1 and launches4 == launches3

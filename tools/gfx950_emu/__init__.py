@@ -1,5 +1,5 @@
-"""gfx950 (CDNA4) functional emulator: runs the disassembled instruction stream of a
-built code object on numpy.
+"""gfx950 (CDNA4) functional emulator: decodes a built code object's instruction words and
+runs them on numpy.
 
     from gfx950_emu import load_code_object, run_kernel, GlobalMemory
     co = load_code_object("kernel.co")
@@ -10,12 +10,14 @@ built code object on numpy.
     out = mem.read(out_addr, np.float32, shape)
     stats.instructions["v_mfma_f32_32x32x16_bf16"]   # dynamic count over all waves
 
-Import it with tools/ on sys.path. Modules: disasm (objdump parsing), operands,
-codeobject (ELF + kernel descriptor), metadata (the code object's metadata note),
-state (wave registers), memory (global, LDS), waitcnt (s_waitcnt model), isa (dispatch
-table), isa_scalar / isa_vector / isa_memory / isa_buffer / isa_dpp / mfma (semantics),
-run (dispatch), aiter_args (argument packing for AMD's aiter kernels, which the tests
-run to check the emulator against hardware-proven code).
+Import it with tools/ on sys.path. Modules: decode (instruction words -> Instruction, with
+decode_scalar / decode_vector / decode_memory per encoding and opcodes, the table gen_opcodes
+generates from llvm-mc-22), instruction, operands, elf, codeobject (kernel descriptor),
+metadata (the code object's metadata note), disasm (llvm-objdump-22 text, the decoder's test
+oracle; decode_check compares the two), state (wave registers), memory (global, LDS),
+waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory /
+isa_buffer / isa_dpp / mfma (semantics), run (dispatch), aiter_args (argument packing for
+AMD's aiter kernels, which the tests run to check the emulator against hardware-proven code).
 """
 from .codeobject import CodeObject, KernelDescriptor, load_code_object
 from .errors import EmulatorError

@@ -1,4 +1,4 @@
-"""Load a gfx950 code object: its kernels' descriptors (from .rodata) and instructions.
+"""Load a gfx950 code object: its kernels' descriptors (from .rodata) and instructions (decode.py).
 
 The kernel descriptor is the 64-byte `<name>.kd` object the AMDHSA ABI defines
 (LLVM AMDGPUUsage, "Kernel Descriptor"): group segment size at byte 0, kernarg size
@@ -11,7 +11,8 @@ takes it from the metadata note (metadata.py).
 import struct
 from dataclasses import dataclass
 
-from .disasm import parse_disassembly, run_objdump
+from .decode import decode_section, kernel_instructions
+from .elf import Elf
 from .errors import EmulatorError
 from .metadata import elf_notes, kernarg_sizes
 
@@ -100,21 +101,20 @@ class CodeObject:
     def __init__(self, path: str):
         self.path = path
         with open(path, "rb") as f:
-            elf = _Elf(f.read())
-        functions = parse_disassembly(run_objdump(path), elf.labels)
-        addr_to_function = {ins[0].addr: (name, ins) for name, ins in functions.items() if ins}
+            elf = Elf(f.read())
+        section = [ins for addr, data in elf.executable_sections() for ins in decode_section(addr, data)]
         metadata_kernarg_bytes = kernarg_sizes(elf_notes(elf.data, elf.sections))
-        self.kernels = {}
+        descriptors = {}
         for sym_name, (addr, size) in elf.symbols.items():
-            if not sym_name.endswith(".kd") or size != 64:
-                continue
-            name = sym_name[:-3]
-            kd = KernelDescriptor.from_bytes(elf.read(addr, 64))
-            kd.kernarg_bytes = _kernarg_bytes(name, kd.kernarg_bytes, metadata_kernarg_bytes.get(name))
-            entry = addr + kd.entry_offset
-            if entry not in addr_to_function:
-                raise EmulatorError(f"kernel {name}: no disassembled code at entry 0x{entry:x}")
-            self.kernels[name] = Kernel(name, kd, addr_to_function[entry][1])
+            if sym_name.endswith(".kd") and size == 64:
+                name = sym_name[:-3]
+                kd = KernelDescriptor.from_bytes(elf.read(addr, 64))
+                kd.kernarg_bytes = _kernarg_bytes(name, kd.kernarg_bytes, metadata_kernarg_bytes.get(name))
+                descriptors[name] = (addr, kd)
+        entries = {name: addr + kd.entry_offset for name, (addr, kd) in descriptors.items()}
+        self.kernels = {name: Kernel(name, kd, kernel_instructions(section, entries[name],
+                                                                   entries.values(), name))
+                        for name, (_, kd) in descriptors.items()}
 
     def kernel(self, name: str) -> Kernel:
         """The Kernel called `name`; EmulatorError listing the kernels if there is none."""
@@ -134,38 +134,3 @@ def _kernarg_bytes(name, descriptor_bytes, metadata_bytes):
 def load_code_object(path: str) -> CodeObject:
     """Parse the code object at `path` (ELF, gfx950) into a CodeObject."""
     return CodeObject(str(path))
-
-
-class _Elf:
-    """Just enough ELF64 reading: section table, symbols, bytes at a virtual address.
-    `labels`: local symbols without a type (branch targets some assemblers keep, as in AMD's aiter objects)."""
-
-    def __init__(self, data: bytes):
-        if data[:4] != b"\x7fELF" or data[4] != 2:
-            raise EmulatorError("not an ELF64 file")
-        self.data = data
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        self.sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
-                         for i in range(shnum)]
-        self.symbols = {}
-        self.labels = set()
-        for sec in self.sections:
-            if sec[1] not in (2, 11):       # SHT_SYMTAB, SHT_DYNSYM
-                continue
-            strtab = self.sections[sec[6]]
-            for off in range(sec[4], sec[4] + sec[5], 24):
-                st_name, st_info, _, _, value, size = struct.unpack_from("<IBBHQQ", data, off)
-                name_at = strtab[4] + st_name
-                name = data[name_at:data.index(b"\0", name_at)].decode()
-                if name:
-                    self.symbols[name] = (value, size)
-                if name and st_info == 0:       # STB_LOCAL, STT_NOTYPE
-                    self.labels.add(name)
-
-    def read(self, addr: int, size: int) -> bytes:
-        """`size` bytes at virtual address `addr`, from the section that holds them."""
-        for _, sh_type, _, sh_addr, sh_offset, sh_size, *_ in self.sections:
-            if sh_type != 8 and sh_addr <= addr and addr + size <= sh_addr + sh_size:
-                return self.data[sh_offset + addr - sh_addr: sh_offset + addr - sh_addr + size]
-        raise EmulatorError(f"no section holds 0x{addr:x}..0x{addr + size:x}")

@@ -1,7 +1,7 @@
-"""Disassemble a gfx950 code object with llvm-objdump-22 and parse its instruction stream.
+"""Disassemble a gfx950 code object with llvm-objdump-22 and parse its instruction stream: the
+test oracle of the decoder (decode.py), which is what the emulator executes.
 
-The emulator executes exactly what objdump prints for the built code object: one
-Instruction per line `\\tmnemonic operands // ADDR: HEXWORDS`, grouped by the symbol
+One Instruction per line `\\tmnemonic operands // ADDR: HEXWORDS`, grouped by the symbol
 (`0000000000001300 <name>:`) they follow. Branch targets are resolved from the branch's
 own byte address and its signed 16-bit word offset (target = addr + 4 + 4 * simm16),
 or, where objdump prints a symbol name for the target (code objects that keep local
@@ -12,43 +12,13 @@ kernel is an error. Symbols named in `labels` continue the function they appear 
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 
 from .errors import EmulatorError
-from .operands import parse_operands
+from .instruction import Instruction, is_branch, make_instruction  # noqa: F401  (Instruction: re-export)
 
 OBJDUMP = "llvm-objdump-22"
 _SYMBOL_RE = re.compile(r"^([0-9a-fA-F]+) <([^>]+)>:$")
 _INSN_RE = re.compile(r"^\s+(\S+)(.*?)\s*// ([0-9A-Fa-f]+): ([0-9A-Fa-f ]+?)\s*(<.*>)?$")
-_RAW_TEXT_MNEMONICS = ("s_waitcnt",)
-_BRANCH_PREFIXES = ("s_branch", "s_cbranch_")
-
-
-@dataclass
-class Instruction:
-    """One disassembled instruction.
-
-    addr: byte address; size: bytes; mnemonic: as printed minus a `_e32`/`_e64` suffix
-    (objdump prints the operands either form needs, e.g. `vcc` for VOPC/VOP2 carries);
-    text: the full printed text; ops/mods: parsed operands and modifiers; raw: operand
-    text for instructions whose operands are not comma lists (s_waitcnt); target: the
-    instruction index a branch jumps to.
-    """
-    addr: int
-    size: int
-    mnemonic: str
-    text: str
-    ops: list = field(default_factory=list)
-    mods: dict = field(default_factory=dict)
-    raw: str = ""
-    target: int = -1
-
-
-def _base_mnemonic(m: str) -> str:
-    for suffix in ("_e32", "_e64"):
-        if m.endswith(suffix):
-            return m[: -len(suffix)]
-    return m
 
 
 def run_objdump(path: str) -> str:
@@ -68,16 +38,7 @@ def parse_instruction(line: str):
     if not m:
         return None
     mnemonic, operand_text, addr, words = m.group(1), m.group(2).strip(), m.group(3), m.group(4)
-    text = f"{mnemonic} {operand_text}".strip()
-    ins = Instruction(int(addr, 16), 4 * len(words.split()), _base_mnemonic(mnemonic), text)
-    try:
-        if ins.mnemonic in _RAW_TEXT_MNEMONICS or ins.mnemonic.startswith(_BRANCH_PREFIXES):
-            ins.raw = operand_text
-        else:
-            ins.ops, ins.mods = parse_operands(operand_text)
-    except EmulatorError as e:
-        raise EmulatorError(f"{e} in '{text}' at 0x{ins.addr:x}") from None
-    return ins
+    return make_instruction(int(addr, 16), 4 * len(words.split()), mnemonic, operand_text)
 
 
 def parse_disassembly(text: str, labels=frozenset()) -> dict:
@@ -103,7 +64,7 @@ def parse_disassembly(text: str, labels=frozenset()) -> dict:
 def _resolve_branches(instructions, label_addrs):
     index_of = {ins.addr: i for i, ins in enumerate(instructions)}
     for ins in instructions:
-        if not ins.mnemonic.startswith(_BRANCH_PREFIXES):
+        if not is_branch(ins.mnemonic):
             continue
         target = ins.raw.split()[0]
         if target in label_addrs:

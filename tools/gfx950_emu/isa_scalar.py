@@ -5,7 +5,7 @@ SGPR bit patterns; SCC is the carry/borrow for s_add_u32/s_addc_u32/s_sub_u32, s
 overflow for s_add_i32/s_sub_i32, "result != 0" for the bitwise ops and shifts, the
 comparison result for s_cmp_*, and "first operand chosen" for s_min_i32/s_max_i32.
 s_mul_i32 and s_mul_hi_u32 leave SCC unchanged. Branch offsets were resolved to
-instruction indices when the code was parsed (disasm.py).
+instruction indices when the code was decoded (decode.py).
 """
 from .errors import EmulatorError, at
 from .isa import semantics

@@ -109,7 +109,10 @@ def _parse_modifier(tok: str, mods: dict):
         if val.startswith("["):
             mods[key] = tuple(int(x) for x in val[1:-1].split(","))
         else:
-            mods[key] = int(val, 0)
+            try:
+                mods[key] = int(val, 0)
+            except ValueError:          # a named value: SDWA's `src0_sel:WORD_1`
+                mods[key] = val
     else:
         mods[tok] = 1
 
@@ -117,7 +120,8 @@ def _parse_modifier(tok: str, mods: dict):
 def parse_operands(text: str):
     """Operand text -> (list of Operand, dict of modifiers).
 
-    Modifiers with values map to ints or tuples (`op_sel:[1,0,0]` -> (1, 0, 0)); flags
+    Modifiers with values map to ints, tuples (`op_sel:[1,0,0]` -> (1, 0, 0)) or names
+    (`src0_sel:WORD_1` -> 'WORD_1'); flags
     (`sc0`, `nt`) map to 1. Text without commas whose tokens all look like modifiers
     (e.g. `s_waitcnt vmcnt(0)`) is left to the caller: use `raw_text` there.
     """

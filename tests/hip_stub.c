@@ -1,0 +1,59 @@
+/* A stand-in libamdhip64.so for tests/test_gfx950_library.py: two devices, hipSetDevice to switch, and a log of
+ * which device was current at each hipModuleLoadData and hipModuleLaunchKernel. A module handle encodes the device
+ * it was loaded on (device + 1 in the upper bits), so a launch can be checked against the current device.
+ */
+#include <stdint.h>
+
+enum { DEVICES = 2, LOG = 256 };
+
+static int current;
+static int load_device[LOG], load_count;
+static int launch_device[LOG], launch_module_device[LOG], launch_count;
+
+int hipGetDeviceCount(int *count) { *count = DEVICES; return 0; }
+int hipGetDevice(int *device) { *device = current; return 0; }
+
+/* Any ordinal below 64 (more than a real runtime would take), so the loader's own bound can be tested. */
+int hipSetDevice(int device)
+{
+    if (device < 0 || device >= 64)
+        return 101; /* hipErrorInvalidDevice */
+    current = device;
+    return 0;
+}
+
+int hipModuleLoadData(void **module, const void *image)
+{
+    (void)image;
+    if (load_count < LOG)
+        load_device[load_count++] = current;
+    *module = (void *)(uintptr_t)(((uintptr_t)current + 1) << 16 | (uintptr_t)load_count);
+    return 0;
+}
+
+int hipModuleGetFunction(void **function, void *module, const char *name)
+{
+    (void)name;
+    *function = module;
+    return 0;
+}
+
+int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shared, void *stream, void **params, void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params, (void)extra;
+    if (launch_count < LOG) {
+        launch_device[launch_count] = current;
+        launch_module_device[launch_count++] = (int)(((uintptr_t)function >> 16) - 1);
+    }
+    return 0;
+}
+
+const char *hipGetErrorString(int error) { return error ? "stub error" : "hipSuccess"; }
+
+/* The log, for the test. */
+int stub_load_count(void) { return load_count; }
+int stub_load_device(int i) { return load_device[i]; }
+int stub_launch_count(void) { return launch_count; }
+int stub_launch_device(int i) { return launch_device[i]; }
+int stub_launch_module_device(int i) { return launch_module_device[i]; }
