@@ -7,12 +7,18 @@ descriptor asks for is refused by KernelDescriptor.check_supported):
 - v0 = workitem id: x in bits 0-9 (y and z, bits 10-19 / 20-29, are 0: workgroups are
   one-dimensional here);
 - EXEC = the wave's lanes that exist (the last wave of a workgroup whose size is not a
-  multiple of 64 is partial); every other register is 0.
+  multiple of 64 is partial); every other register, and the LDS, holds random bits (they are
+  undefined at launch).
 
-The waves of a workgroup run interleaved, one instruction each in turn; a wave at
-s_barrier waits until every wave that has not ended is at the barrier. Workgroups run
-one after another, each with fresh LDS of the descriptor's group segment size.
+Timing-adversarial schedule: a generator seeded by run_kernel's `seed` picks which wave runs
+next and for how many instructions (1 to 256, log-uniform), so waves drift apart between
+barriers in a different order for every seed; memory results land at the latest point the
+wait counters allow (waitcnt.py) and LDS accesses of different waves must be ordered by a
+wait and a barrier (lds_order.py). A wave at s_barrier waits until every wave that has not
+ended is at the barrier. Workgroups run one after another, each with fresh LDS of the
+descriptor's group segment size.
 """
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -29,6 +35,7 @@ from . import isa_memory, isa_scalar, isa_vector, mfma  # noqa: F401  (register 
 MAX_WORKGROUP_SIZE = 1024
 LDS_BYTES_PER_CU = 160 * 1024
 _DEFAULT_MAX_STEPS = 50_000_000
+_BURST_LOG2_LIMIT = 9   # a wave runs 2^k instructions in a row, k uniform in 0..8
 
 
 @dataclass
@@ -54,11 +61,15 @@ class RunStats:
         return sum(self.instructions.values())
 
 
-def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds):
+def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds, garbage):
     kd = kernel.descriptor
     waves = []
     for w in range((workgroup_size + LANES - 1) // LANES):
         wave = WaveState(kd, w, lds)
+        wave.sgpr[:] = garbage.integers(0, 1 << 32, wave.sgpr.shape, dtype=np.uint32)
+        wave.vgpr[:] = garbage.integers(0, 1 << 32, wave.vgpr.shape, dtype=np.uint32)
+        wave.agpr[:] = garbage.integers(0, 1 << 32, wave.agpr.shape, dtype=np.uint32)
+        wave.scc = int(garbage.integers(2))
         wave.sgpr[0] = kernarg_addr & 0xFFFFFFFF
         wave.sgpr[1] = kernarg_addr >> 32
         sgpr = 2
@@ -75,36 +86,48 @@ def _initial_waves(kernel, workgroup_size, wg_id, kernarg_addr, lds):
     return waves
 
 
-def _run_workgroup(kernel, waves, ctx, stats, max_steps):
+def _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule):
+    """Runs the waves to their ends in the order `schedule` (a random.Random) picks; max_steps
+    bounds the instructions of the workgroup."""
     instructions = kernel.instructions
+    counts = stats.instructions
+    order = waves[0].lds.order
     steps = 0
     while True:
-        live = [w for w in waves if not w.done]
-        if not live:
-            return
-        if all(w.at_barrier for w in live):
+        runnable = [w for w in waves if not w.done and not w.at_barrier]
+        if not runnable:
+            live = [w for w in waves if not w.done]
+            if not live:
+                return
             for w in live:
                 w.at_barrier = False
-        for wave in live:
-            if wave.at_barrier:
-                continue
+            order.barrier()
+            continue
+        wave = runnable[schedule.randrange(len(runnable))]
+        for _ in range(1 << schedule.randrange(_BURST_LOG2_LIMIT)):
             if not 0 <= wave.pc < len(instructions):
                 raise EmulatorError(f"wave {wave.wave_id} ran off the end of {kernel.name}")
             ins = instructions[wave.pc]
-            stats.instructions[ins.mnemonic] += 1
+            counts[ins.mnemonic] += 1
             wave.pc = execute(wave, ins, ctx)
-        steps += 1
+            steps += 1
+            if wave.done:
+                wave.waits.drop_lds_reads()
+                break
+            if wave.at_barrier:
+                break
         if steps > max_steps:
-            raise EmulatorError(f"{kernel.name}: more than {max_steps} steps in one workgroup "
+            raise EmulatorError(f"{kernel.name}: more than {max_steps} instructions in one workgroup "
                                 "(an endless loop?)")
 
 
 def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
-               max_steps: int = _DEFAULT_MAX_STEPS) -> RunStats:
+               max_steps: int = _DEFAULT_MAX_STEPS, seed: int = 0) -> RunStats:
     """Run kernel `name` of `code_object` over `grid` (x, y, z workgroups) of
     `workgroup_size` work-items, with `kernarg` bytes as its argument segment, reading and
-    writing `memory` (a GlobalMemory). Returns RunStats. EmulatorError on any fault, with
-    the workgroup and wave it happened in."""
+    writing `memory` (a GlobalMemory). `seed` picks the wave interleaving and the undefined
+    contents of registers and LDS at launch. Returns RunStats. EmulatorError on any fault,
+    with the seed, workgroup and wave it happened in."""
     kernel = code_object.kernel(name)
     kd = kernel.descriptor
     kd.check_supported(name)
@@ -119,17 +142,19 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
     kernarg_addr = memory.alloc_bytes(kernarg)
     stats = RunStats()
     ctx = ExecContext(memory, stats.lds)
+    schedule, garbage = random.Random(seed), np.random.default_rng(seed)
+    n_waves = (workgroup_size + LANES - 1) // LANES
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
-                waves = _initial_waves(kernel, workgroup_size, (x, y, z), kernarg_addr,
-                                       LocalMemory(kd.lds_bytes))
+                lds = LocalMemory(kd.lds_bytes, n_waves, garbage)
+                waves = _initial_waves(kernel, workgroup_size, (x, y, z), kernarg_addr, lds, garbage)
                 stats.workgroups += 1
                 stats.waves += len(waves)
                 try:
-                    _run_workgroup(kernel, waves, ctx, stats, max_steps)
+                    _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule)
                 except EmulatorError as e:
                     waiting = [w.wave_id for w in waves if not w.done]
-                    raise EmulatorError(f"workgroup ({x}, {y}, {z}), waves not ended "
+                    raise EmulatorError(f"seed {seed}, workgroup ({x}, {y}, {z}), waves not ended "
                                         f"{waiting}: {e}") from e
     return stats
