@@ -1,7 +1,8 @@
 """The gfx950 emulator's timing-adversarial rules (tools/gfx950_emu: waitcnt.py, lds_order.py, run.py), each on a
 tiny hand-written kernel in a form that must fail and one that must pass: loads land only at the s_waitcnt that
 guarantees them (vmcnt in order; lgkmcnt in order for LDS, scalar loads only at lgkmcnt(0)), registers a load will
-write may be neither read nor written before, LDS accesses of different waves must be ordered by the accessor's wait
+write may be neither read nor written before, a store of more than 64 bits holds its data VGPRs for two wait
+states, LDS accesses of different waves must be ordered by the accessor's wait
 and a barrier, and the waves interleave in a seeded random order."""
 import struct
 
@@ -82,6 +83,13 @@ CASES = [
   s_waitcnt lgkmcnt(0)
 """, "s11", "s10", r"s10 loaded by 's_load_dword s10, s\[6:7\], 0x4'.*while the load 's_load_dword s10, "
                     r"s\[6:7\], 0x0'.*\(lgkmcnt\)"),
+    ("store_data_wait_states", """
+  global_store_dwordx4 v1, v[4:7], s[4:5]
+  {a}
+  v_mov_b32 v6, 0
+""", "s_nop 1", "s_nop 0",
+     r"'v_mov_b32_e32 v6, 0' at 0x[0-9a-f]+ in wave 0 writes data VGPRs of the store 'global_store_dwordx4 v1, "
+     r"v\[4:7\], s\[4:5\]' at 0x[0-9a-f]+ 1 wait states after it; a store of more than 64 bits needs 2"),
     ("lds_own_wave_in_order", """
   ds_write_b32 v1, v0
   ds_read_b32 v11, v1                  // the same wave: in order, no wait needed between
@@ -172,7 +180,7 @@ def test_loads_land_at_the_wait(tmp_path):
 
 def test_ordered_lds_values_cross_waves(tmp_path):
     """The must-pass form of lds_raw_needs_writers_wait, with its values: each wave reads the other's slot."""
-    body = CASES[7][1].format(a="s_waitcnt lgkmcnt(0)") + "  global_store_dword v1, v11, s[4:5]\n"
+    body = {c[0]: c[1] for c in CASES}["lds_raw_needs_writers_wait"].format(a="s_waitcnt lgkmcnt(0)") + "  global_store_dword v1, v11, s[4:5]\n"
     out, _ = run(tmp_path, body, waves=2, seed=int(RNG.integers(1 << 31)))
     np.testing.assert_array_equal(out[0], 500 + (np.arange(128) ^ 64))
 

@@ -113,7 +113,9 @@ def global_store(wave, ins, ctx):
         block, nbytes = block >> np.uint32(16), 2
     raw = block.T.copy().view(np.uint8).reshape(addrs.size, -1)[:, :nbytes]
     ctx.memory.scatter(addrs, np.ascontiguousarray(raw), at(ins))
-    wave.issue("vmcnt", ins)   # its data VGPRs were read at issue (waitcnt.py)
+    wave.issue("vmcnt", ins)   # its data VGPRs are read at issue, wider ones a little later (waitcnt.py)
+    if nbytes > 8:
+        wave.waits.hold_store_data(ins, data.kind, data.base, data.count)
 
 
 # ---- LDS -----------------------------------------------------------------------------------

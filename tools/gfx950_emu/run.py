@@ -110,6 +110,7 @@ def _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule):
             ins = instructions[wave.pc]
             counts[ins.mnemonic] += 1
             wave.pc = execute(wave, ins, ctx)
+            wave.waits.issued += 1 + (ins.ops[0].value if ins.mnemonic == "s_nop" else 0)
             steps += 1
             if wave.done:
                 wave.waits.drop_lds_reads()

@@ -41,9 +41,19 @@ NUM_VGPRS = 256
 _F32_MIN_NORMAL = np.float32(1.17549435e-38)
 
 
+_MASKS = {}   # lane mask bits -> its read-only bool[64] (EXEC takes few values in a kernel)
+_MASKS_LIMIT = 4096
+
+
 def bits_to_mask(bits: int) -> np.ndarray:
-    """64-bit lane mask -> bool[64] (lane i = bit i)."""
-    return np.unpackbits(np.array([bits], "<u8").view(np.uint8), bitorder="little").astype(bool)
+    """64-bit lane mask -> bool[64] (lane i = bit i), read-only."""
+    mask = _MASKS.get(bits)
+    if mask is None:
+        mask = np.unpackbits(np.array([bits], "<u8").view(np.uint8), bitorder="little").astype(bool)
+        mask.setflags(write=False)
+        if len(_MASKS) < _MASKS_LIMIT:
+            _MASKS[bits] = mask
+    return mask
 
 
 def mask_to_bits(mask: np.ndarray) -> int:
@@ -103,6 +113,8 @@ class WaveState:
     def _track(self, op, ins, verb):
         if op.kind in "vas":
             self.waits.check(op.kind, op.base, op.count, ins, verb)
+            if self.waits.held and verb == "written":
+                self.waits.check_store_data(op.kind, op.base, op.count, ins)
 
     # ---- memory operations (deferred completion) -------------------------------------------
     def issue(self, counter: str, ins, out_of_order: bool = False) -> PendingOp:

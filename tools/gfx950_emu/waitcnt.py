@@ -12,9 +12,13 @@ order, scalar memory completion out of order):
 - lgkmcnt (LDS operations in order, scalar loads in any order): `lgkmcnt(N)` leaves at most N
   outstanding, which may be any scalar loads plus the youngest LDS operations, so it retires
   the oldest LDS operations until N remain and a scalar load only at `lgkmcnt(0)`;
-- expcnt: exports and GDS, which these kernels do not issue (a vector memory store reads its
-  data VGPRs at issue on gfx9; the one-instruction hazard after a store of more than 64 bits
-  is a wait-state rule, LLVM's GCNHazardRecognizer::checkVALUHazards, not a counter).
+- expcnt: exports and GDS, which these kernels do not issue. A vector memory store needs no
+  counter before its data VGPRs are overwritten: gfx9 reads them as the store issues, except
+  that a store of more than 64 bits may still read them for STORE_DATA_WAIT_STATES wait
+  states after issue on gfx940 and later (LLVM's GCNHazardRecognizer::checkVALUHazards, the
+  hazard the ISA guides list under "Manually inserted wait states": VMEM store of more than
+  64 bits followed by a VALU write of its data VGPRs). A VALU write within them is an error;
+  run.py counts a wave's wait states (`issued`: one per instruction, N + 1 per s_nop N).
 
 While an operation is outstanding, reading a register it loads, or writing it other than by a
 later load on the same in-order counter, is an EmulatorError naming the register, the wave and
@@ -30,6 +34,7 @@ from .errors import EmulatorError, at
 
 _COUNTER_RE = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
 COUNTERS = ("vmcnt", "lgkmcnt", "expcnt")
+STORE_DATA_WAIT_STATES = 2
 
 
 class PendingOp:
@@ -64,6 +69,8 @@ class WaitCounters:
         self.queues = {c: deque() for c in COUNTERS}
         self.busy = {"v": 0, "a": 0, "s": 0}   # file -> bitmask of registers an outstanding op loads
         self.owner = {}                         # (file, index) -> the youngest op loading it
+        self.issued = 0                         # wait states the wave has issued
+        self.held = []                          # (file, bitmask, issued count it ends at, store)
 
     @property
     def pending(self):
@@ -104,6 +111,20 @@ class WaitCounters:
                 raise EmulatorError(
                     f"{kind}{i} {verb} by {at(ins)} in wave {self.wave_id} before an s_waitcnt "
                     f"guarantees the load {at(op.ins)} that writes it ({op.counter})")
+
+    def hold_store_data(self, ins, kind: str, base: int, count: int):
+        """A store of more than 64 bits issued now reads kind[base:base + count] for a while."""
+        self.held.append((kind, ((1 << count) - 1) << base, self.issued + 1 + STORE_DATA_WAIT_STATES, ins))
+
+    def check_store_data(self, kind: str, base: int, count: int, ins):
+        """EmulatorError if a VALU write of kind[base:base + count] comes too soon after a store reading it."""
+        self.held = [h for h in self.held if h[2] > self.issued]
+        for file, mask, until, store in self.held:
+            if file == kind and (mask >> base) & ((1 << count) - 1):
+                raise EmulatorError(
+                    f"{at(ins)} in wave {self.wave_id} writes data VGPRs of the store {at(store)} "
+                    f"{STORE_DATA_WAIT_STATES - (until - self.issued)} wait states after it; a store of "
+                    f"more than 64 bits needs {STORE_DATA_WAIT_STATES}")
 
     def wait(self, ins):
         """Apply `s_waitcnt` with the counters its text names (others: no wait)."""
