@@ -208,3 +208,32 @@ def test_registers_and_lds_undefined_at_launch(tmp_path):
 """
     a, b = (run(tmp_path, body, seed=s)[0] for s in (1, 2))
     assert (a[:2] != 0).mean() > 0.9 and (a[:2] != b[:2]).mean() > 0.9
+
+
+def test_loads_to_lds_wait_even_for_their_own_wave():
+    """lds_order.py directly (no load-to-LDS instruction is emulated yet): a write on vmcnt (a buffer load to LDS)
+    is ordered before its own wave's later accesses only once retired, before other waves' only after a barrier too;
+    writes on lgkmcnt are in their wave's order at once."""
+    from types import SimpleNamespace
+
+    from gfx950_emu.lds_order import LdsOrder
+    dma, read, write = (SimpleNamespace(text=t, addr=a) for t, a in (("buffer_load_dword v1, s[0:3], 0 lds", 0x10),
+                                                                     ("ds_read_b32 v2, v1", 0x20),
+                                                                     ("ds_write_b32 v1, v2", 0x30)))
+    order, word = LdsOrder(64, 2), np.arange(4)
+    access = order.write(0, dma, "vmcnt", word)
+    with pytest.raises(EmulatorError, match=r"'ds_read_b32 v2, v1' at 0x20 in wave 0 reads what is written by "
+                                            r"'buffer_load_dword .* lds' at 0x10 in wave 0 \(its wave has not yet passed "
+                                            r"an s_waitcnt vmcnt covering it\)"):
+        order.read(0, read, "lgkmcnt", word)
+    with pytest.raises(EmulatorError, match=r"'ds_write_b32 v1, v2' at 0x30 in wave 0 overwrites what is written by"):
+        order.write(0, write, "lgkmcnt", word)
+    order.retire(access)
+    order.read(0, read, "lgkmcnt", word)
+    with pytest.raises(EmulatorError, match=r"in wave 1 reads what is written by .* \(no s_barrier since"):
+        order.read(1, read, "lgkmcnt", word)
+    order.barrier()
+    order.read(1, read, "lgkmcnt", word + 8)
+    order.write(1, write, "lgkmcnt", word + 8)   # its own read, in its LDS order
+    order.read(1, read, "lgkmcnt", word + 8)
+    order.read(1, read, "lgkmcnt", word)

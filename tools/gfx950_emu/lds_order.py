@@ -2,7 +2,9 @@
 
 A wave's own LDS accesses take effect in its program order (LLVM's AMDGPUUsage, "Memory Model
 GFX942": LDS operations are performed in one global order and complete in execution order), so
-a wave may read back what it wrote without waiting. Between waves, an access A of wave X is
+a wave may read back what it wrote without waiting; but a load straight to LDS (on vmcnt) may
+land out of that order (LLVM's memory model inserts vmcnt(0) for it), so against one of those
+the wave's own accesses too must wait for completion. Between waves, an access A of wave X is
 ordered before an access B of wave Y only when X's s_waitcnt covering A (lgkmcnt; vmcnt for a
 load to LDS) has passed and then an s_barrier was released that X reached (or ended before)
 and Y passed before B. Any byte that two waves touch, one of them writing, without that order
@@ -33,6 +35,7 @@ class LdsOrder:
         self.last_read = np.zeros((waves, max(size, 1)), np.int32)
         self.done_at = np.full(256, NEVER, np.int64)
         self.wave = np.full(256, -1, np.int64)
+        self.in_lds_order = np.ones(256, bool)   # per id: issued on lgkmcnt (in the wave's LDS order)
         self.done_at[0] = -1
         self.info = [(None, "", False)]   # per id: (instruction, counter, is a read)
 
@@ -45,7 +48,9 @@ class LdsOrder:
         if access == self.done_at.size:
             self.done_at = np.concatenate([self.done_at, np.full(access, NEVER, np.int64)])
             self.wave = np.concatenate([self.wave, np.full(access, -1, np.int64)])
+            self.in_lds_order = np.concatenate([self.in_lds_order, np.ones(access, bool)])
         self.wave[access] = wave_id
+        self.in_lds_order[access] = counter == "lgkmcnt"
         self.info.append((ins, counter, is_read))
         return access
 
@@ -58,9 +63,13 @@ class LdsOrder:
         if self.info[access][2]:
             self.done_at[access] = -1
 
-    def _unordered(self, ids, wave_id):
-        """bool mask: accesses `ids` of other waves not ordered before now."""
-        return (self.done_at[ids] >= self.generation) & (self.wave[ids] != wave_id)
+    def _unordered(self, ids, wave_id, in_lds_order):
+        """bool mask: accesses `ids` not ordered before a new access of wave_id (`in_lds_order`: on lgkmcnt)."""
+        done_at, own = self.done_at[ids], self.wave[ids] == wave_id
+        bad = (done_at >= self.generation) & ~own
+        if not (in_lds_order and self.in_lds_order[ids[own]].all()):
+            bad |= own & ~(self.in_lds_order[ids] & in_lds_order) & (done_at == NEVER)
+        return bad
 
     def _race(self, kind, wave_id, ins, byte, other):
         other_ins, counter, _ = self.info[other]
@@ -73,7 +82,7 @@ class LdsOrder:
     def read(self, wave_id: int, ins, counter: str, byte_addrs: np.ndarray) -> int:
         """Check and record a read of `byte_addrs` (int64, any shape); returns its access id."""
         writes = self.last_write[byte_addrs]
-        bad = self._unordered(writes, wave_id)
+        bad = self._unordered(writes, wave_id, counter == "lgkmcnt")
         if bad.any():
             j = np.flatnonzero(bad.ravel())[0]
             self._race("reads what is written by", wave_id, ins, int(byte_addrs.ravel()[j]), int(writes.ravel()[j]))
@@ -84,14 +93,16 @@ class LdsOrder:
     def write(self, wave_id: int, ins, counter: str, byte_addrs: np.ndarray) -> int:
         """Check and record a write of `byte_addrs`; returns its access id."""
         flat = byte_addrs.ravel()
+        in_lds_order = counter == "lgkmcnt"
         writes = self.last_write[flat]
-        bad = self._unordered(writes, wave_id)
+        bad = self._unordered(writes, wave_id, in_lds_order)
         if bad.any():
             j = np.flatnonzero(bad)[0]
             self._race("overwrites what is written by", wave_id, ins, int(flat[j]), int(writes[j]))
         reads = self.last_read[:, flat]
         bad = self.done_at[reads] >= self.generation
-        bad[wave_id] = False
+        own = reads[wave_id]
+        bad[wave_id] = ~(self.in_lds_order[own] & in_lds_order) & (self.done_at[own] == NEVER)
         if bad.any():
             w, j = np.argwhere(bad)[0]
             self._race("overwrites what is still read by", wave_id, ins, int(flat[j]), int(reads[w, j]))
