@@ -6,14 +6,19 @@ built code object on numpy.
     mem = GlobalMemory()
     q_addr = mem.alloc_array(q)                 # any numpy array; returns its address
     stats = run_kernel(co, "kernel_name", grid=(x, y, z), workgroup_size=64 * waves,
-                       kernarg=params_bytes, memory=mem)
+                       kernarg=params_bytes, memory=mem, seed=seed)
     out = mem.read(out_addr, np.float32, shape)
     stats.instructions["v_mfma_f32_32x32x16_bf16"]   # dynamic count over all waves
 
+Timing-adversarial: `seed` picks a random interleaving of the waves and random register and
+LDS contents at launch; loads land at the latest point their s_waitcnt allows and LDS accesses
+of different waves must be ordered by a wait and a barrier, or the run raises EmulatorError.
+
 Import it with tools/ on sys.path. Modules: disasm (objdump parsing), operands,
-codeobject (ELF + kernel descriptor), state (wave registers), memory (global, LDS),
-waitcnt (s_waitcnt model), isa (dispatch table), isa_scalar / isa_vector / isa_memory /
-mfma (semantics), run (dispatch).
+codeobject (ELF + kernel descriptor), state (wave registers; the deferred-completion helpers
+memory instructions call), memory (global, LDS), waitcnt (s_waitcnt model), lds_order (LDS
+races between waves), isa (dispatch table), isa_scalar / isa_vector / isa_memory / mfma
+(semantics), run (dispatch and schedule).
 """
 from .codeobject import CodeObject, KernelDescriptor, load_code_object
 from .errors import EmulatorError
