@@ -22,8 +22,8 @@ def run(tmp_path, body, waves=1, seed=0, lds=1024):
     mem = GlobalMemory()
     src = RNG.integers(0, 2**32, 256, dtype=np.uint64).astype(np.uint32)
     out = mem.alloc_array(np.full((4, 64 * waves), 0xDEADBEEF, np.uint32))
-    run_kernel(co, "k", grid=(1, 1, 1), workgroup_size=64 * waves, kernarg=struct.pack("<3Q", out, mem.alloc_array(src), 0),
-               memory=mem, seed=seed)
+    kernarg = struct.pack("<3Q", out, mem.alloc_array(src), 0)
+    run_kernel(co, "k", grid=(1, 1, 1), workgroup_size=64 * waves, kernarg=kernarg, memory=mem, seed=seed)
     return mem.read(out, np.uint32, (4, 64 * waves)), src
 
 
@@ -126,8 +126,9 @@ CASES = [
   ds_write_b32 v1, v0                  // own slot, which the other wave read
   s_waitcnt lgkmcnt(0)
 """, "s_waitcnt lgkmcnt(0)", "",
-     _RACE + r"'ds_write_b32 v1, v0' at 0x[0-9a-f]+ in wave [01] overwrites what is still read by 'ds_read_b32 v11, v2' "
-     r"at 0x[0-9a-f]+ in wave [01] \(its wave has not yet passed an s_waitcnt lgkmcnt covering it\)"),
+     _RACE + r"'ds_write_b32 v1, v0' at 0x[0-9a-f]+ in wave [01] overwrites what is still read by "
+     r"'ds_read_b32 v11, v2' at 0x[0-9a-f]+ in wave [01] \(its wave has not yet passed an s_waitcnt lgkmcnt "
+     r"covering it\)"),
     ("lds_waw_across_waves", _WAVE_ID + """
   v_mov_b32 v2, 0
   s_cbranch_scc0 .Lsecond
@@ -180,7 +181,8 @@ def test_loads_land_at_the_wait(tmp_path):
 
 def test_ordered_lds_values_cross_waves(tmp_path):
     """The must-pass form of lds_raw_needs_writers_wait, with its values: each wave reads the other's slot."""
-    body = {c[0]: c[1] for c in CASES}["lds_raw_needs_writers_wait"].format(a="s_waitcnt lgkmcnt(0)") + "  global_store_dword v1, v11, s[4:5]\n"
+    body = {c[0]: c[1] for c in CASES}["lds_raw_needs_writers_wait"].format(a="s_waitcnt lgkmcnt(0)")
+    body += "  global_store_dword v1, v11, s[4:5]\n"
     out, _ = run(tmp_path, body, waves=2, seed=int(RNG.integers(1 << 31)))
     np.testing.assert_array_equal(out[0], 500 + (np.arange(128) ^ 64))
 
@@ -223,8 +225,8 @@ def test_loads_to_lds_wait_even_for_their_own_wave():
     order, word = LdsOrder(64, 2), np.arange(4)
     access = order.write(0, dma, "vmcnt", word)
     with pytest.raises(EmulatorError, match=r"'ds_read_b32 v2, v1' at 0x20 in wave 0 reads what is written by "
-                                            r"'buffer_load_dword .* lds' at 0x10 in wave 0 \(its wave has not yet passed "
-                                            r"an s_waitcnt vmcnt covering it\)"):
+                                            r"'buffer_load_dword .* lds' at 0x10 in wave 0 \(its wave has not yet "
+                                            r"passed an s_waitcnt vmcnt covering it\)"):
         order.read(0, read, "lgkmcnt", word)
     with pytest.raises(EmulatorError, match=r"'ds_write_b32 v1, v2' at 0x30 in wave 0 overwrites what is written by"):
         order.write(0, write, "lgkmcnt", word)

@@ -22,8 +22,8 @@ _FILL_WAIT = """    ds_write_b128 v[v_t1], v[v_stage + 8:v_stage + 11] offset:kT
 
 
 def _assemble(tmp_path, name, file, old, new):
-    """The code object of kernel `name` assembled from a copy of asm/gfx950 with `old` replaced by `new` in `file` (where
-    old occurs once)."""
+    """The code object of kernel `name` assembled from a copy of asm/gfx950 with `old` replaced by `new` in `file`
+    (where old occurs once)."""
     src = tmp_path / "gfx950"
     shutil.copytree(ROOT / "asm" / "gfx950", src)
     text = (src / file).read_text()
