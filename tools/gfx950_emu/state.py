@@ -198,7 +198,8 @@ class WaveState:
         return self._file(op, ins)[op.base:op.base + op.count].copy()
 
     def peek_block(self, op, ins) -> np.ndarray:
-        """Like read_block without the wait-count check (a load merging into its destination)."""
+        """Like read_block without the wait-count check: for a load that completes at issue (write_lanes with
+        track=False, then waits.issue(counter, ins, regs)), the form before defer_vgpr_write."""
         return self._file(op, ins)[op.base:op.base + op.count].copy()
 
     def write_lanes(self, op, values, ins, mask=None, track=True):

@@ -28,8 +28,6 @@ check on every operand is one shift.
 import re
 from collections import deque
 
-import numpy as np
-
 from .errors import EmulatorError, at
 
 _COUNTER_RE = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
@@ -71,11 +69,6 @@ class WaitCounters:
         self.owner = {}                         # (file, index) -> the youngest op loading it
         self.issued = 0                         # wait states the wave has issued
         self.held = []                          # (file, bitmask, issued count it ends at, store)
-
-    @property
-    def pending(self):
-        """{(file, index): op} of the registers outstanding loads will write."""
-        return self.owner
 
     def issue(self, counter: str, ins, regs=(), out_of_order: bool = False) -> PendingOp:
         """Record an operation on `counter`; `regs`: (file, index) pairs it loads. Returns it, for
