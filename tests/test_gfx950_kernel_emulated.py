@@ -3,8 +3,12 @@ problems, against the float64 reference: the code object `make amd` built, not a
 
 Bound: the relative L2 error may be at most 1.5x that of a numpy emulation of the same precision (P rounded
 to bf16, fp32 accumulation, output rounded to bf16). Outputs are poisoned with NaN first.
-What this does not show: timing, hazards the emulator does not model (tools/gfx950_lint.py checks those), and
-v_exp_f32 / v_rcp_f32 / v_log_f32 accuracy (the emulator computes them exactly in float32)."""
+Each run takes its input seed as the emulator's schedule seed too (tools/gfx950_emu/run.py: the waves interleave in a
+seeded random order, loads land at the latest point their s_waitcnt allows, LDS accesses of different waves must be
+ordered by a wait and a barrier), so every run tries a fresh interleaving and a failure names the seed that replays
+it; test_schedules runs each kernel under several fixed seeds. What this does not show: hazards of wait states the
+emulator does not model (tools/gfx950_lint.py checks those), and v_exp_f32 / v_rcp_f32 / v_log_f32 accuracy (the
+emulator computes them exactly in float32)."""
 import ctypes
 import pathlib
 import sys
@@ -100,7 +104,7 @@ def test_fwd_bf16(shape, causal, dim_qk):
         setattr(a, f"{n}_stride_batch", s * h * d * 2)
     co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
     run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch),
-               workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem)
+               workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem, seed=seed)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, 128)).view(ml_dtypes.bfloat16).astype(np.float64)
     lse = mem.read(addr["lse"], np.float32, (batch, hq, sq))
     ref, ref_lse = reference.attention_reference(q, k, v, causal=causal, return_lse=True)
@@ -110,11 +114,11 @@ def test_fwd_bf16(shape, causal, dim_qk):
     assert np.abs(lse - ref_lse).max() < 1e-3 * max(1.0, np.abs(ref_lse).max()), f"seed {seed}: lse"
 
 
-def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None):
+def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None, seed=0, code_object=None):
     """Runs asm kernel `name` on q, k, v (numpy, (batch, seq, heads, dim), 1 or 2 bytes per element) with
     optional fp8 descales ((q, k, v) float32 arrays of shape () or (batch, heads_kv)) or per-block exponents
-    ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens); returns out, lse. stats: a list that receives
-    the run's RunStats."""
+    ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens) under the emulator's schedule `seed`; returns out,
+    lse. stats: a list that receives the run's RunStats. code_object: a path to run instead of `make amd`'s."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
         {key: value for key, value in _assembly_offsets().items() if key != "size"}
@@ -144,9 +148,9 @@ def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None):
         setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))
         setattr(a, f"{n}_descale_stride_batch", hkv if d.ndim == 2 else 0)
         setattr(a, f"{n}_descale_stride_head", 1 if d.ndim == 2 else 0)
-    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
+    co = load_code_object(str(code_object or ROOT / "build" / "gfx950" / f"{name}.co"))
     run = run_kernel(co, name, grid=(-(-sq // QUERIES_PER_WORKGROUP), hq, batch), workgroup_size=LANES_PER_WORKGROUP,
-                     kernarg=bytes(a), memory=mem)
+                     kernarg=bytes(a), memory=mem, seed=seed)
     if stats is not None:
         stats.append(run)
     out = mem.read(addr["out"], np.uint16, (batch, sq, hq, dim_v)).view(ml_dtypes.bfloat16).astype(np.float64)
@@ -184,7 +188,7 @@ def test_fwd_fp8(shape, causal, per_head, dim_qk):
     rng = np.random.default_rng(seed)
     (q8, qd, qx), (k8, kd, kx), (v8, vd, vx) = (_quantize(rng.standard_normal((batch, s, h, d)), per_head, hkv)
                                                 for s, h, d in ((sq, hq, dim_qk), (sk, hkv, dim_qk), (sk, hkv, 128)))
-    out, lse = _run(_fp8_kernel(dim_qk), q8, k8, v8, causal, (qd, kd, vd))
+    out, lse = _run(_fp8_kernel(dim_qk), q8, k8, v8, causal, (qd, kd, vd), seed=seed)
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     q_model_descale = np.repeat(qd, hq // hkv, axis=1) if per_head else qd
     model, model_lse = fp8.attention_fp8_model(q8.view(np.uint8), k8.view(np.uint8), v8.view(np.uint8),
@@ -216,7 +220,7 @@ def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
     quantized = [fp8.quantize_blocks(x, block_tokens) for x in raw]
     codes = [c.view(ml_dtypes.float8_e4m3fn) for c, _ in quantized]
     exponents = [e for _, e in quantized]
-    out, lse = _run(_fp8_kernel(dim_qk), *codes, causal, blocks=(exponents, block_tokens))
+    out, lse = _run(_fp8_kernel(dim_qk), *codes, causal, blocks=(exponents, block_tokens), seed=seed)
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     scales = [fp8.block_scales(e, x.shape[1], block_tokens) for e, x in zip(exponents, raw)]
     model, model_lse = fp8.attention_fp8_model(*(c.view(np.uint8) for c in codes), *scales, causal=causal,
@@ -240,7 +244,7 @@ def test_fwd_fp8_probability_codes_bit_exact(causal, dim_qk):
     seq, heads = 64, 2
     q_codes, k_codes, v_codes = probability_codes.inputs(np.random.default_rng(seed), seq, heads, dim_qk)
     out, _ = _run(_fp8_kernel(dim_qk), *(c.view(ml_dtypes.float8_e4m3fn) for c in (q_codes, k_codes, v_codes)),
-                  causal)
+                  causal, seed=seed)
     assert np.isfinite(out).all(), f"seed {seed}: unwritten or non-finite outputs"
     scale_log2 = float(np.float32(np.log2(np.e) / np.sqrt(dim_qk)))  # as the kernel argument holds it
     probability_codes.check(out, q_codes, k_codes, causal, scale_log2, seed)
@@ -253,15 +257,38 @@ def test_lds_accesses_free_of_bank_conflicts(name):
     run with masked and unmasked tiles: the LDS map of fwd_lds_layout (padded rows; fp8's V keys swapped in rows) and
     fp8's fill rows r and r + 8 in one phase. With unpadded rows the K reads took 28 (fp8) / 60 (bf16) extra cycles
     each and the V^T reads 6."""
-    rng = np.random.default_rng(int(RNG.integers(1 << 31)))
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
     dim_qk = 192 if name.endswith("qk192") else 128
     dtype = ml_dtypes.float8_e4m3fn if "fp8" in name else ml_dtypes.bfloat16
     q, k, v = (rng.standard_normal((1, 130, 2, d)).astype(dtype) for d in (dim_qk, dim_qk, 128))
     descales = tuple(np.asarray(1.0, np.float32) for _ in range(3)) if "fp8" in name else None
     stats = []
-    _run(name, q, k, v, True, descales, stats=stats)
+    _run(name, q, k, v, True, descales, stats=stats, seed=seed)
     lds = stats[0].lds
     kinds = {text.split()[0] for _, text in lds.executions}
     assert {"ds_write_b128", "ds_read_b128"} <= kinds and any(k.startswith("ds_read_b64_tr") for k in kinds), kinds
     conflicted = {f"{text} at 0x{addr:x}": cycles for (addr, text), cycles in lds.conflicted(64).items()}
     assert not conflicted, f"{name}: extra cycles per instruction {conflicted}"
+
+
+SCHEDULE_SEEDS = 3  # interleavings per kernel in test_schedules (each run ~2-4 s on CI's cores)
+
+
+@pytest.mark.parametrize("name", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"])
+def test_schedules(name):
+    """One causal GQA problem of several KV tiles under SCHEDULE_SEEDS wave interleavings: no emulator error (a race
+    or a register used before its wait) and outputs bit-identical across them, every element written."""
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    dim_qk = 192 if name.endswith("qk192") else 128
+    dtype = ml_dtypes.float8_e4m3fn if "fp8" in name else ml_dtypes.bfloat16
+    q, k, v = (rng.standard_normal(shape).astype(dtype)
+               for shape in ((1, 100, 2, dim_qk), (1, 300, 1, dim_qk), (1, 300, 1, 128)))
+    descales = tuple(np.asarray(0.5, np.float32) for _ in range(3)) if "fp8" in name else None
+    first, first_lse = _run(name, q, k, v, True, descales, seed=seed)
+    assert np.isfinite(first).all() and np.isfinite(first_lse).all(), f"seed {seed}: unwritten or non-finite outputs"
+    for s in range(seed + 1, seed + SCHEDULE_SEEDS):
+        out, lse = _run(name, q, k, v, True, descales, seed=s)
+        assert np.array_equal(out, first) and np.array_equal(lse, first_lse), \
+            f"input seed {seed}: schedule seed {s} changes the output (against schedule seed {seed})"

@@ -83,16 +83,14 @@ def buffer_load(wave, ins, ctx):
         active = wave.exec_mask()
         lds_base = int(wave.sgpr[SGPR_M0]) + ins.mods.get("offset", 0)
         lds_addrs = lds_base + 4 * dwords * np.arange(LANES)[active]
-        wave.lds.scatter(lds_addrs, data[active].copy().view(np.uint8).reshape(-1, 4 * dwords), at(ins))
-        wave.waits.issue("vmcnt", ins)
+        op = wave.issue("vmcnt", ins)
+        wave.lds_write(op, ins, lds_addrs, data[active].copy().view(np.uint8).reshape(-1, 4 * dwords))
         return
     dst, vaddr, srsrc, soffset = ins.ops
     if dst.count != dwords:
         raise EmulatorError(f"{ins.mnemonic} needs {dwords} destination registers: {at(ins)}")
     addrs, ok = _access(wave, ins, vaddr, srsrc, soffset, dwords)
-    mask = wave.exec_mask()
-    wave.write_lanes(dst, _gather_dwords(ctx, addrs, ok, ins).T, ins, mask=mask, track=False)
-    wave.waits.issue("vmcnt", ins, [(dst.kind, dst.base + i) for i in range(dst.count)])
+    wave.defer_vgpr_write(wave.issue("vmcnt", ins), dst, _gather_dwords(ctx, addrs, ok, ins).T, ins)
 
 
 @semantics(*[m for m in _DWORDS if m.startswith("buffer_store")], mods=_MODS)
@@ -106,4 +104,6 @@ def buffer_store(wave, ins, ctx):
     values = wave.read_block(data, ins).T          # [64, dwords]
     if ok.any():
         ctx.memory.scatter(addrs[ok], values[ok].copy().view(np.uint8).reshape(-1, 4), at(ins))
-    wave.waits.issue("vmcnt", ins)
+    if dwords > 2:
+        wave.waits.hold_store_data(ins, data.kind, data.base, data.count)
+    wave.issue("vmcnt", ins)

@@ -1,7 +1,8 @@
 """Memory instructions: scalar loads (SMEM), global loads/stores (FLAT global), LDS (DS).
 
-Every access completes at issue; waitcnt.py records it as outstanding so a register use
-before the matching s_waitcnt is reported. Only active lanes access memory.
+Memory is read (and written) at issue; what a load returns lands in its destination only at
+the s_waitcnt that guarantees it (waitcnt.py; the helpers in state.py), and LDS accesses are
+checked for races between waves (lds_order.py). Only active lanes access memory.
 
 Addresses:
 - s_load_dword*: SGPR pair base + offset (immediate byte offset or SGPR);
@@ -34,10 +35,6 @@ from .state import LANES
 _CACHE_MODS = ("sc0", "sc1", "nt")
 
 
-def _reg_keys(op):
-    return [(op.kind, op.base + i) for i in range(op.count)]
-
-
 # ---- scalar memory -----------------------------------------------------------------------
 @semantics("s_load_dword", "s_load_dwordx2", "s_load_dwordx4", "s_load_dwordx8",
            "s_load_dwordx16", mods=("glc",))
@@ -46,8 +43,8 @@ def s_load(wave, ins, ctx):
     dst, base, off = ins.ops
     addr = wave.read_scalar(base, ins, 64) + wave.read_scalar(off, ins)
     data = ctx.memory.gather(np.array([addr], np.uint64), 4 * dst.count, at(ins))
-    wave.write_scalar(dst, int.from_bytes(data.tobytes(), "little"), ins)
-    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst), out_of_order=True)
+    op = wave.issue("lgkmcnt", ins, out_of_order=True)
+    wave.defer_sgpr_write(op, dst, int.from_bytes(data.tobytes(), "little"), ins)
 
 
 # ---- global memory -----------------------------------------------------------------------
@@ -79,23 +76,23 @@ def global_load(wave, ins, ctx):
     mask = wave.exec_mask()
     addrs = _global_addrs(wave, ins, vaddr, saddr)[mask]
     raw = ctx.memory.gather(addrs, nbytes, at(ins))
-    out = wave.peek_block(dst, ins)
+    out = np.zeros((dst.count, LANES), np.uint32)
+    bits = 0xFFFFFFFF
     if mode == "full":
         out[:, mask] = raw.view(np.uint32).T
     else:
         value = np.zeros((raw.shape[0], 4), np.uint8)
         value[:, :nbytes] = raw
         value = value.view(np.uint32)[:, 0]
-        old = out[0, mask]
         if mode == "sext":
             value = value.astype(np.uint8).view(np.int8).astype(np.int32).view(np.uint32)
         elif mode == "lo16":
-            value = (old & np.uint32(0xFFFF0000)) | value
+            bits = 0xFFFF
         elif mode == "hi16":
-            value = (old & np.uint32(0xFFFF)) | (value << np.uint32(16))
+            value, bits = value << np.uint32(16), 0xFFFF0000
         out[0, mask] = value
-    wave.write_lanes(dst, out, ins, mask=mask, track=False)
-    wave.waits.issue("vmcnt", ins, _reg_keys(dst))
+    op = wave.issue("vmcnt", ins)
+    wave.defer_vgpr_write(op, dst, out, ins, mask, bits)
 
 
 _STORES = {"global_store_dword": 4, "global_store_dwordx2": 8, "global_store_dwordx3": 12,
@@ -116,7 +113,9 @@ def global_store(wave, ins, ctx):
         block, nbytes = block >> np.uint32(16), 2
     raw = block.T.copy().view(np.uint8).reshape(addrs.size, -1)[:, :nbytes]
     ctx.memory.scatter(addrs, np.ascontiguousarray(raw), at(ins))
-    wave.waits.issue("vmcnt", ins)
+    wave.issue("vmcnt", ins)   # its data VGPRs are read at issue, wider ones a little later (waitcnt.py)
+    if nbytes > 8:
+        wave.waits.hold_store_data(ins, data.kind, data.base, data.count)
 
 
 # ---- LDS -----------------------------------------------------------------------------------
@@ -138,11 +137,11 @@ def ds_read(wave, ins, ctx):
     dst, vaddr = ins.ops
     mask = wave.exec_mask()
     nbytes = _DS_READS[ins.mnemonic]
-    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes, at(ins))
-    out = wave.peek_block(dst, ins)
+    op = wave.issue("lgkmcnt", ins)
+    raw = wave.lds_read(op, ins, _lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes)
+    out = np.zeros((dst.count, LANES), np.uint32)
     out[:, mask] = raw.view(np.uint32).T
-    wave.write_lanes(dst, out, ins, mask=mask, track=False)
-    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
+    wave.defer_vgpr_write(op, dst, out, ins, mask)
 
 
 _DS_READS_D16 = {  # mnemonic: (bytes, half): one byte or short, zero-extended, into bits 15:0 or 31:16
@@ -157,16 +156,13 @@ def ds_read_d16(wave, ins, ctx):
     dst, vaddr = ins.ops
     nbytes, high = _DS_READS_D16[ins.mnemonic]
     mask = wave.exec_mask()
-    raw = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes, at(ins))
+    op = wave.issue("lgkmcnt", ins)
+    raw = wave.lds_read(op, ins, _lds_addrs(wave, ins, vaddr, ctx, nbytes)[mask], nbytes)
     value = np.zeros((raw.shape[0], 4), np.uint8)
     value[:, :nbytes] = raw
-    value = value.view(np.uint32)[:, 0]
-    out = wave.peek_block(dst, ins)
-    old = out[0, mask]
-    out[0, mask] = (old & np.uint32(0xFFFF)) | (value << np.uint32(16)) if high else \
-        (old & np.uint32(0xFFFF0000)) | value
-    wave.write_lanes(dst, out, ins, mask=mask, track=False)
-    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
+    out = np.zeros((1, LANES), np.uint32)
+    out[0, mask] = value.view(np.uint32)[:, 0] << np.uint32(16 * high)
+    wave.defer_vgpr_write(op, dst, out, ins, mask, 0xFFFF << (16 * high))
 
 
 @semantics(*_DS_WRITES, mods=("offset",))
@@ -176,8 +172,8 @@ def ds_write(wave, ins, ctx):
     mask = wave.exec_mask()
     block = wave.read_block(data, ins)[:, mask]
     raw = block.T.copy().view(np.uint8).reshape(int(mask.sum()), -1)
-    wave.lds.scatter(_lds_addrs(wave, ins, vaddr, ctx, raw.shape[1])[mask], raw, at(ins))
-    wave.waits.issue("lgkmcnt", ins)
+    op = wave.issue("lgkmcnt", ins)
+    wave.lds_write(op, ins, _lds_addrs(wave, ins, vaddr, ctx, raw.shape[1])[mask], raw)
 
 
 @semantics("ds_bpermute_b32", mods=("offset",))
@@ -187,8 +183,7 @@ def ds_bpermute_b32(wave, ins, ctx):
     dst, vaddr, data = ins.ops
     src_lane = (_lds_addrs(wave, ins, vaddr) // 4) % LANES
     values = np.where(wave.exec_mask()[src_lane], wave.read_lanes(data, ins)[src_lane], 0)
-    wave.write_lanes(dst, values, ins, track=False)
-    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
+    wave.defer_vgpr_write(wave.issue("lgkmcnt", ins), dst, values, ins)
 
 
 @semantics("ds_read_b64_tr_b16", "ds_read_b64_tr_b8", mods=("offset",))
@@ -201,11 +196,10 @@ def ds_read_b64_tr(wave, ins, ctx):
     n = 4 if ins.mnemonic.endswith("b16") else 8
     elem = np.uint16 if n == 4 else np.uint8
     raw = np.zeros((LANES, 8), np.uint8)
-    raw[mask] = wave.lds.gather(_lds_addrs(wave, ins, vaddr, ctx, 8)[mask], 8, at(ins))
+    op = wave.issue("lgkmcnt", ins)
+    raw[mask] = wave.lds_read(op, ins, _lds_addrs(wave, ins, vaddr, ctx, 8)[mask], 8)
     elems = raw.view(elem).reshape(4, 16, n)              # [group, lane j, element]
     lane = np.arange(16)[:, None]
     r = np.arange(n)[None, :]
     out = elems[:, (16 // n) * r + lane // n, lane % n]   # [group, lane i, element r]
-    wave.write_lanes(dst, out.reshape(LANES, n).copy().view(np.uint32).T, ins, mask=mask,
-                     track=False)
-    wave.waits.issue("lgkmcnt", ins, _reg_keys(dst))
+    wave.defer_vgpr_write(op, dst, out.reshape(LANES, n).copy().view(np.uint32).T, ins, mask)

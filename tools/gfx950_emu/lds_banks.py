@@ -7,7 +7,8 @@ The model: a phase is as many consecutive lanes as fill the banks once (banks x 
 16 bytes on 64 banks, 32 of 8 bytes), the transposing reads included; within a phase each bank serves one 4-byte
 word a cycle, lanes reading the same word share it, and the phase lasts as long as its busiest bank. It reports per
 instruction the cycles beyond one a phase, summed over its executions, for 64 banks and, for comparison, 32.
-Inactive lanes take no part.
+Inactive lanes take no part. An access pattern (addresses, lanes, width) is costed once and remembered: a kernel's
+LDS instructions repeat a few patterns over its tiles and workgroups.
 """
 from collections import Counter
 
@@ -38,6 +39,10 @@ def extra_cycles(addrs, active, nbytes, banks):
     return extra
 
 
+_COSTED = {}   # (addresses, active lanes, bytes per lane) -> extra cycles per model
+_COSTED_LIMIT = 1 << 16
+
+
 class LdsBanks:
     """Per instruction (its address and text): executions and extra cycles under each bank model."""
 
@@ -48,8 +53,16 @@ class LdsBanks:
     def record(self, ins, addrs, active, nbytes):
         key = (ins.addr, ins.text)
         self.executions[key] += 1
-        for banks in MODELS:
-            self.extra[banks][key] += extra_cycles(addrs, active, nbytes, banks)
+        active = np.asarray(active, bool)
+        pattern = (np.where(active, addrs, 0).astype(np.int64).tobytes(), active.tobytes(), nbytes)
+        extra = _COSTED.get(pattern)
+        if extra is None:
+            extra = tuple(extra_cycles(addrs, active, nbytes, banks) for banks in MODELS)
+            if len(_COSTED) >= _COSTED_LIMIT:
+                _COSTED.clear()
+            _COSTED[pattern] = extra
+        for banks, cycles in zip(MODELS, extra):
+            self.extra[banks][key] += cycles
 
     def conflicted(self, banks):
         """{(address, text): extra cycles} of the instructions that had any under `banks` banks."""

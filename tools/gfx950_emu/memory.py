@@ -1,5 +1,8 @@
 """Global memory (byte-addressed allocations) and per-workgroup LDS.
 
+LDS starts with the bytes a seeded generator gives (its contents at launch are undefined on
+hardware) and carries the ordering model of its accesses (lds_order.py).
+
 GlobalMemory hands out allocations at 256-byte-aligned addresses separated by 64 KiB
 guard gaps, so an access that runs off the end of one buffer lands in no allocation and
 is reported (with the instruction) instead of silently reading a neighbour. Accesses are
@@ -11,6 +14,7 @@ import bisect
 import numpy as np
 
 from .errors import EmulatorError
+from .lds_order import LdsOrder
 
 _BASE = 0x10_0000_0000
 _ALIGN = 256
@@ -92,11 +96,14 @@ class GlobalMemory:
 
 
 class LocalMemory:
-    """One workgroup's LDS: `size` bytes, addressed from 0."""
+    """One workgroup's LDS: `size` bytes, addressed from 0, shared by `waves` waves; `rng` (a numpy
+    Generator) fills it, zeros without one."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, waves: int = 1, rng=None):
         self.size = size
-        self.data = np.zeros(max(size, 1), np.uint8)
+        self.data = np.zeros(max(size, 1), np.uint8) if rng is None else \
+            rng.integers(0, 256, max(size, 1), dtype=np.uint8)
+        self.order = LdsOrder(size, waves)
 
     def _check(self, addrs: np.ndarray, nbytes: int, what: str):
         if addrs.size and (int(addrs.max()) + nbytes > self.size or int(addrs.min()) < 0):

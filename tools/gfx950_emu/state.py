@@ -15,12 +15,27 @@ Register files (all uint32 bit patterns):
 Vector writes honour EXEC (inactive lanes keep their value). Floating-point reads apply
 the VOP3 neg/abs modifiers, and the descriptor's FLOAT_DENORM_MODE_32: inputs flushed to
 ±0 unless the mode preserves input denormals, results likewise for outputs.
+
+Memory instructions complete at the latest point the wait counters allow (waitcnt.py). A
+semantics function for a memory instruction issues one operation and hands it what it loads:
+
+    op = wave.issue("vmcnt", ins)                          # or "lgkmcnt"; out_of_order=True for SMEM
+    wave.defer_vgpr_write(op, dst, values, ins, lanes)     # VGPR/AGPR dst = values ([count, 64]) at
+                                                           # the s_waitcnt that guarantees op;
+                                                           # bits=0xFFFF: only bits 15:0 (d16 loads)
+    wave.defer_sgpr_write(op, dst, value, ins)             # SGPR dst (an unsigned int), likewise
+    data = wave.lds_read(op, ins, addrs, nbytes)           # LDS bytes [lanes, nbytes], race-checked
+    wave.lds_write(op, ins, addrs, data)                   # LDS write (a load to LDS: op on vmcnt)
+
+A store only counts: `wave.issue("vmcnt", ins)`. Reading or overwriting a register before the
+s_waitcnt that guarantees its load is an EmulatorError; LDS ordering between waves is
+lds_order.py's.
 """
 import numpy as np
 
 from .errors import EmulatorError, at
 from .operands import SGPR_EXEC
-from .waitcnt import WaitCounters
+from .waitcnt import PendingOp, WaitCounters
 
 LANES = 64
 NUM_SGPRS = 128
@@ -28,9 +43,19 @@ NUM_VGPRS = 256
 _F32_MIN_NORMAL = np.float32(1.17549435e-38)
 
 
+_MASKS = {}   # lane mask bits -> its read-only bool[64] (EXEC takes few values in a kernel)
+_MASKS_LIMIT = 4096
+
+
 def bits_to_mask(bits: int) -> np.ndarray:
-    """64-bit lane mask -> bool[64] (lane i = bit i)."""
-    return np.unpackbits(np.array([bits], "<u8").view(np.uint8), bitorder="little").astype(bool)
+    """64-bit lane mask -> bool[64] (lane i = bit i), read-only."""
+    mask = _MASKS.get(bits)
+    if mask is None:
+        mask = np.unpackbits(np.array([bits], "<u8").view(np.uint8), bitorder="little").astype(bool)
+        mask.setflags(write=False)
+        if len(_MASKS) < _MASKS_LIMIT:
+            _MASKS[bits] = mask
+    return mask
 
 
 def mask_to_bits(mask: np.ndarray) -> int:
@@ -57,7 +82,7 @@ class WaveState:
         self.lds = lds
         self.done = False
         self.at_barrier = False
-        self.waits = WaitCounters(enforce_waits)
+        self.waits = WaitCounters(wave_id, enforce_waits)
         self.num_vgprs = min(descriptor.vgprs, NUM_VGPRS)
         self.num_agprs = descriptor.agprs
         self.accum_offset = descriptor.accum_offset
@@ -101,8 +126,52 @@ class WaveState:
                                     f"both as a VGPR and as an AGPR (accum_offset {self.accum_offset})")
 
     def _track(self, op, ins, verb):
-        if self.waits.pending and op.kind in "vas":
-            self.waits.check([(op.kind, op.base + i) for i in range(op.count)], ins, verb)
+        if op.kind in "vas":
+            self.waits.check(op.kind, op.base, op.count, ins, verb)
+            if self.waits.held and verb == "written":
+                self.waits.check_store_data(op.kind, op.base, op.count, ins)
+
+    # ---- memory operations (deferred completion) -------------------------------------------
+    def issue(self, counter: str, ins, out_of_order: bool = False) -> PendingOp:
+        """A memory operation of ins on `counter` ('vmcnt' or 'lgkmcnt'); out_of_order for SMEM."""
+        return self.waits.issue(counter, ins, out_of_order=out_of_order)
+
+    def defer_vgpr_write(self, op: PendingOp, dst, values, ins, lanes=None, bits: int = 0xFFFFFFFF):
+        """VGPR/AGPR range dst takes `values` (uint32 [count, 64] or [64]) in `lanes` (default
+        EXEC), only the bits set in `bits`, when op completes."""
+        regs = self._file(dst, ins)
+        lanes = self.exec_mask() if lanes is None else lanes
+        values = np.asarray(values).astype(np.uint32).reshape(-1, LANES)
+        lane_bits = np.where(lanes, np.uint32(bits), np.uint32(0))
+        self.waits.claim(op, [(dst.kind, dst.base + i) for i in range(values.shape[0])])
+        op.defer(regs, dst.base, values, lane_bits)
+
+    def defer_sgpr_write(self, op: PendingOp, dst, value: int, ins):
+        """SGPR range dst takes the unsigned int `value` when op completes."""
+        if dst.kind != "s":
+            raise EmulatorError(f"destination {dst.text} of {at(ins)} is not an SGPR")
+        words = np.array([(value >> (32 * i)) & 0xFFFFFFFF for i in range(dst.count)], np.uint32)
+        self.waits.claim(op, [("s", dst.base + i) for i in range(dst.count)])
+        op.defer(self.sgpr, dst.base, words, np.uint32(0xFFFFFFFF))
+
+    def lds_read(self, op: PendingOp, ins, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        """uint8 [len(addrs), nbytes] read at LDS byte addresses addrs (int64, active lanes only),
+        checked against the other waves' writes (lds_order.py) and retired with op."""
+        data = self.lds.gather(addrs, nbytes, at(ins))
+        if not self.waits.enforce:  # code that relies on latency: not held to the race model
+            return data
+        access = self.lds.order.read(self.wave_id, ins, op.counter, addrs[:, None] + np.arange(nbytes))
+        op.lds_retires.append((self.lds.order, access))
+        return data
+
+    def lds_write(self, op: PendingOp, ins, addrs: np.ndarray, data: np.ndarray):
+        """Write data[i] (uint8 rows) at LDS address addrs[i], checked against the other waves'
+        accesses and retired with op."""
+        self.lds.scatter(addrs, data, at(ins))
+        if not self.waits.enforce:
+            return
+        access = self.lds.order.write(self.wave_id, ins, op.counter, addrs[:, None] + np.arange(data.shape[1]))
+        op.lds_retires.append((self.lds.order, access))
 
     # ---- scalar access ----------------------------------------------------------------
     def read_scalar(self, op, ins, bits: int = 32) -> int:
@@ -148,14 +217,15 @@ class WaveState:
         return self._file(op, ins)[op.base:op.base + op.count].copy()
 
     def peek_block(self, op, ins) -> np.ndarray:
-        """Like read_block without the wait-count check (a load merging into its destination)."""
+        """Like read_block without the wait-count check: for a load that completes at issue (write_lanes with
+        track=False, then waits.issue(counter, ins, regs)), the form before defer_vgpr_write."""
         return self._file(op, ins)[op.base:op.base + op.count].copy()
 
     def write_lanes(self, op, values, ins, mask=None, track=True):
         """Store uint32 values ([64] or [count, 64]) into a VGPR/AGPR range, EXEC-masked.
 
-        track=False is for loads writing their own destination: a second load into a
-        register whose earlier load is still outstanding returns in order, so no error."""
+        track=False writes without the wait-count check (a load completing at issue, the form
+        before defer_vgpr_write)."""
         regs = self._file(op, ins)
         if track:
             self._track(op, ins, "written")
