@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "backend.h"
-#include "fwd_kernel.cuh"
+#include "fwd/kernel.cuh"
 #include "tensor_map.cuh"
 
 namespace fp {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "work_order.cuh"
+#include "fwd/work_order.cuh"
 
 int main()
 {

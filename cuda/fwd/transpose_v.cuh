@@ -35,7 +35,7 @@
 
 #include <cstdint>
 
-#include "fwd_config.cuh"
+#include "fwd/vt_layout.cuh"
 #include "ptx.cuh"
 
 namespace fp {

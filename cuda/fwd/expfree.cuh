@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "ptx.cuh"
-#include "softmax.cuh"
+#include "fwd/softmax.cuh"
 
 namespace fp {
 
@@ -88,31 +88,6 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
         p[4 * step + 1] = ptx::prmt(pair[1], pair[3], 0x6420);
         p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
         p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
-    }
-};
-
-// The MUFU path the exp-free codes replace, for the ablation (fwd_config.cuh, FP_MUFU_STEPS): p' =
-// ex2(s * scale_log2 - max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree.
-// prepared(s, scale_log2, max_used); pack_step and prepare_step take (scale_log2, max_used).
-template <int kOffsetLog2>
-struct Exp2Codes : StepEncoder<Exp2Codes<kOffsetLog2>> {
-    __device__ __forceinline__ static float prepared(float s, float scale_log2, float max_used)
-    {
-        return ptx::ex2_approx_ftz(fmaf(s, scale_log2, kOffsetLog2 - max_used));
-    }
-
-    // The A fragment of step `step` from the step's 16 probabilities p'.
-    template <int kPRegs>
-    __device__ __forceinline__ static void pack(const float (&v)[16], int step, uint32_t (&p)[kPRegs])
-    {
-        auto pack4 = [&](int a, int b, int c, int d) {
-            return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
-                   static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
-        };
-        p[4 * step + 0] = pack4(0, 1, 4, 5);
-        p[4 * step + 1] = pack4(2, 3, 6, 7);
-        p[4 * step + 2] = pack4(8, 9, 12, 13);
-        p[4 * step + 3] = pack4(10, 11, 14, 15);
     }
 };
 

@@ -1,4 +1,4 @@
-// Tile configuration, shared-memory map and wgmma descriptors of the Hopper forward kernel.
+// Tile configuration of the Hopper forward kernel.
 // Every tuning constant lives here, with its reason.
 #pragma once
 
@@ -6,23 +6,7 @@
 
 #include "flashprefill.h"
 
-// Ablation builds (`make ablation`, `tools/bench.py --ablation`) each switch one idea off; the library proper
-// is built with both at 0.
-#ifndef FP_ABLATE_EXPFREE
-#define FP_ABLATE_EXPFREE 0  // 1: fp8 probabilities by ex2.approx and cvt.e4m3x2 (MUFU), not exp-free codes
-#endif
-#ifndef FP_ABLATE_PINGPONG
-#define FP_ABLATE_PINGPONG 0  // 1: the consumer warpgroups issue their wgmma without taking turns
-#endif
-#ifndef FP_ABLATE_SPLIT1
-#define FP_ABLATE_SPLIT1 0  // 1: one K step of four (32 of 128 keys) by MUFU, the rest exp-free
-#endif
-#ifndef FP_ABLATE_SPLIT2
-#define FP_ABLATE_SPLIT2 0  // 1: two K steps of four by MUFU, two exp-free
-#endif
-// fp8: how many of the first K steps (32 keys each) of a tile's probabilities go through MUFU ex2 + cvt (the rest
-// exp-free): both pipes at once may beat either alone (issue 4). 8: every step of a tile (at most 6).
-#define FP_MUFU_STEPS (FP_ABLATE_EXPFREE ? 8 : FP_ABLATE_SPLIT2 ? 2 : FP_ABLATE_SPLIT1 ? 1 : 0)
+#include "fwd/vt_layout.cuh"
 
 namespace fp {
 
@@ -47,25 +31,6 @@ struct InputType<FLASHPREFILL_DTYPE_FP8_E4M3> {
 // The most dynamic shared memory one block may have on sm_90 (227 KiB); the launcher adds 1024 bytes of
 // alignment slack.
 constexpr int kMaxSharedBytes = 232448;
-
-// e4m3 codes: one V^T slot, P.V's B operand of N = 136 rows: V^T's 128 dim rows (fp8_transpose.cuh writes them
-// each tile), then 8 rows of e4m3 ones (written once), so that the same wgmma gives P's row sums as quantized in
-// accumulator columns 128-135 instead of a second m64n8 wgmma per K step. Positions 0-127: 128 rows of 128 bytes
-// (128-byte swizzle) and their 8 rows of ones; at 192 keys positions 128-191 follow as 128 rows of 64 bytes (64-byte
-// swizzle, 512-byte aligned) and their 8 rows of ones. A descriptor's 17th group of 8 rows lies 16 groups (sbo)
-// past its first: right after each part's 128 rows.
-template <int kKeys>
-struct VtLayout {
-    static_assert(kKeys == 128 || kKeys == 192, "V^T tiles of 128 or 192 keys");
-    static constexpr uint32_t kMainBytes = 128 * 128;                            // positions 0-127
-    static constexpr uint32_t kMainOnesBytes = 8 * 128;
-    static constexpr uint32_t kTailOffset = kMainBytes + kMainOnesBytes;         // positions 128-191
-    static constexpr uint32_t kTailBytes = kKeys == 192 ? 128 * 64 : 0;
-    static constexpr uint32_t kTailOnesBytes = kKeys == 192 ? 8 * 64 : 0;
-    static constexpr uint32_t kTailOnesOffset = kTailOffset + kTailBytes;
-    static constexpr uint32_t kBytes = (kTailOnesOffset + kTailOnesBytes + 1023) / 1024 * 1024;  // slots 1 KiB aligned
-    static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle repeats every 512 bytes");
-};
 
 // An e4m3 code's magnitude (sign bit clear), at compile time.
 constexpr double e4m3_magnitude(uint32_t code)
@@ -213,7 +178,6 @@ struct FwdConfig {
     static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % kPvMmaK == 0, "K steps must tile");
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
     static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
-    static_assert(kBlockN / kPvMmaK <= 8, "FP_MUFU_STEPS' 8 is every K step of a tile");
     static_assert(kQInRegisters || kBlockN == 192, "S = Q K^T reads Q from shared memory at 192 keys only");
     // A CTA owns the registers it launched with: under __launch_bounds__(kThreads, 1) ptxas gives each thread the
     // register file's share rounded down to 8 (128 at 512 threads, 168 at 384), and setmaxnreg.inc waits, forever,
@@ -223,88 +187,5 @@ struct FwdConfig {
                       kLaunchRegs * kThreads,
                   "setmaxnreg asks for more registers than the CTA launched with: the consumers' .inc would hang");
 };
-
-constexpr uint32_t kE4m3OneX4 = 0x38383838u;  // four e4m3 codes of 1.0
-
-// Shared memory of one CTA; every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows).
-template <class Config>
-struct alignas(1024) FwdSharedStorage {
-    alignas(1024) uint8_t q[Config::kTileQBytes];
-    alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
-    alignas(1024) uint8_t v[Config::kTileVSlotBytes ? Config::kStages : 0][Config::kTileVBytes];
-    // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (VtLayout,
-    // fp8_transpose.cuh). fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
-    alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kVtStages : 0][Config::kTileVtBytes];
-    // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer), and the V block exponent
-    // passed on with V^T (v_converter).
-    float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
-    int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
-    int32_t vt_exponent[Config::kIsFp8 ? Config::kVtStages : 0];
-    uint64_t q_full;
-    uint64_t q_empty;
-    uint64_t k_full[Config::kStages];
-    uint64_t v_full[Config::kStages];
-    uint64_t vt_full[Config::kVtStages];
-    uint64_t vt_empty[Config::kVtStages];
-    uint64_t k_empty[Config::kStages];
-    uint64_t v_empty[Config::kStages];
-};
-
-template <class Config>
-constexpr bool fits_shared_memory = sizeof(FwdSharedStorage<Config>) + 1024 <= kMaxSharedBytes;
-
-// Named barriers (bar.sync ids; 0 is __syncthreads). The two consumer warpgroups take turns issuing wgmma.
-enum class NamedBarrier : uint32_t {
-    kConsumer0Turn = 1,
-    kConsumer1Turn = 2,
-    kConsumer0Vote = 3,  // float16 scores: a warpgroup agrees on its item's path (bar.red.or)
-    kConsumer1Vote = 4,
-};
-
-// A wgmma shared-memory matrix descriptor (PTX ISA 9.7.15.5.1) for an operand in rows of kSwizzle (128 or 64)
-// bytes, swizzled as TMA's SWIZZLE_128B / _64B store them:
-//   K-major (rows along K):   lbo unused, sbo = 8 rows (the next group of 8 rows).
-//   MN-major (rows along MN): lbo = bytes to the next column chunk of MN, sbo = 8 rows along K.
-template <int kSwizzle>
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_bytes)
-{
-    static_assert(kSwizzle == 128 || kSwizzle == 64, "128- or 64-byte swizzle");
-    constexpr uint64_t kSbo = 8 * kSwizzle;
-    constexpr uint64_t kLayout = kSwizzle == 128 ? 1 : 2;  // SWIZZLE_128B, SWIZZLE_64B
-    return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
-           ((kSbo >> 4) << 32) | (kLayout << 62);
-}
-// The descriptor of the operand `bytes` further on. The start address field (bits 0-13) holds address / 16 of a
-// shared-memory address below 2^18, so the sum never carries out of it: one 32-bit add on the low word, and
-// each tile's descriptors come from one computed before the loop.
-__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes)
-{
-    const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4), hi = static_cast<uint32_t>(desc >> 32);
-    return static_cast<uint64_t>(hi) << 32 | lo;
-}
-// The same by a signed distance (a ring's wrap-around moves back).
-__device__ __forceinline__ uint64_t wgmma_desc_move(uint64_t desc, int32_t bytes)
-{
-    const uint32_t lo = static_cast<uint32_t>(desc) + static_cast<uint32_t>(bytes >> 4);
-    return (desc >> 32) << 32 | lo;
-}
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes)
-{
-    return wgmma_desc<128>(smem_addr, lbo_bytes);
-}
-
-// Byte offset of (row, byte column) in a tile of kSwizzle-byte rows as TMA swizzles it: address bits 4-6 (128)
-// or 4-5 (64) take the XOR of bits 7-9 / 7-8, so 16-byte chunk c of row r lives at c ^ (r % 8) (128) or
-// c ^ (r / 2 % 4) (64).
-template <int kSwizzle>
-__device__ __forceinline__ uint32_t swizzle_offset(uint32_t row, uint32_t byte_col)
-{
-    constexpr uint32_t kChunks = kSwizzle / 16, kRowsPerLine = 128 / kSwizzle;
-    return row * kSwizzle + ((((byte_col >> 4) ^ (row / kRowsPerLine)) & (kChunks - 1)) << 4) + (byte_col & 15);
-}
-__device__ __forceinline__ uint32_t sw128_offset(uint32_t row, uint32_t byte_col)
-{
-    return swizzle_offset<128>(row, byte_col);
-}
 
 }  // namespace fp

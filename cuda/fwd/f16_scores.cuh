@@ -19,9 +19,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "expfree.cuh"
+#include "fwd/expfree.cuh"
 #include "ptx.cuh"
-#include "softmax.cuh"
+#include "fwd/softmax.cuh"
 
 namespace fp {
 

@@ -1,286 +1,23 @@
-// The Hopper forward kernel: a persistent grid of CTAs, each taking work items of (128 query rows, query head,
-// batch) in turn (work_index), warp-specialised; the producer loads the next item's tiles while the consumers
-// finish the last one.
-//
-//   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per KV tile of kBlockN keys; V per
-//                           tile; one thread all of them where FwdConfig::kKvFromOneLane), kStages deep, and pass
-//                           each tile's fp8 descale beside it.
-//   fp8 only, warpgroup 1 (or warps 1-3 of warpgroup 0 at 192 keys a tile): turns each V tile into V^T for P.V
-//   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh). A prepared v
-//   (FwdConfig::kVPrepared) is V^T already: the V lane loads it into V^T's slots, and no warp converts.
-//   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
-//   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
-//   Per KV tile n (keys visited from the diagonal down):
-//       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q (registers or shared memory), B = K from shared memory
-//                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
-//                  O += P(n-1) V(n-1)        wgmma, A = P from registers (e4m3 codes: B has rows of ones below
-//                                            V^T, so O's accumulator gets P's row sums in 8 more columns)
-//       [your turn]
-//       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
-//           fp8 as e4m3 codes computed exp-free (expfree.cuh), from float16 scores where the call asks for
-//           them (f16_scores.cuh; q's codes scaled into their bound per item and warpgroup where they pass it)
-//       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
-//           the softmax)
-//       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
-//           could not write them during P.V: FwdConfig::kPDoubleBuffered)
-//   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products (FwdConfig::kTurns:
-//   the fp8 kernels; bf16 measured faster without them).
+// The consumer warpgroups' main loop.
 #pragma once
 
-#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <type_traits>
 
-#include "expfree.cuh"
-#include "f16_scores.cuh"
-#include "fp8_transpose.cuh"
-#include "fp8_widen.cuh"
-#include "fwd_config.cuh"
-#include "o_store.cuh"
+#include "fwd/args.cuh"
+#include "fwd/descriptors.cuh"
+#include "fwd/expfree.cuh"
+#include "fwd/f16_scores.cuh"
+#include "fwd/o_store.cuh"
+#include "fwd/pipeline.cuh"
+#include "fwd/scheduler.cuh"
+#include "fwd/smem.cuh"
+#include "fwd/softmax.cuh"
 #include "ptx.cuh"
-#include "softmax.cuh"
-#include "work_order.cuh"
 
 namespace fp {
-
-// An fp8 descale as the kernel reads it (flashprefill_descale): a factor, factors[batch * stride_batch +
-// head_kv * stride_head] (PER_TENSOR, PER_HEAD; q's are per kv head too); or a power of two per block of
-// tokens, 2^exponents[batch * stride_batch + head * stride_head + token / block_tokens] (PER_BLOCK; head is
-// the tensor's own: the query head for q); or neither (descale 1).
-struct DescaleArg {
-    const float *factors;
-    const int8_t *exponents;
-    int64_t stride_batch;
-    int64_t stride_head;
-    int32_t block_tokens;
-};
-
-struct FwdArgs {
-    CUtensorMap tm_q;  // (dim_qk, seqlen_q, heads_q, batch), box (kSwizzleQk bytes, kBlockM, 1, 1)
-    CUtensorMap tm_k;  // (dim_qk, seqlen_k, heads_kv, batch), box (kSwizzleQk bytes, kBlockN, 1, 1)
-    CUtensorMap tm_v;  // (dim_v, seqlen_k, heads_kv, batch), box (kSwizzleV bytes, kBlockN, 1, 1); prepared v
-                       // (kVPrepared): (positions, dim_v, heads_kv, batch), box (128 positions, dim_v, 1, 1), sw128
-    CUtensorMap tm_v_tail;  // prepared v at 192 keys a tile: the same, box (64 positions, dim_v, 1, 1), sw64
-    __nv_bfloat16 *out;
-    int64_t out_stride_batch, out_stride_seq, out_stride_head;
-    float *lse;  // NULL or (batch, heads_q, seqlen_q)
-    DescaleArg q_descale, k_descale, v_descale;
-    int32_t seqlen_q, seqlen_k, heads_q, heads_per_kv, batch;
-    int32_t m_blocks;  // query tiles per (batch, head)
-    int32_t items;     // work items: m_blocks * heads_q * batch (< 2^31, the launcher checks)
-    int32_t section_heads;  // (batch, head) pairs per L2 section (work_order.cuh)
-    int32_t causal;
-    float softmax_scale_log2;  // softmax_scale * log2(e)
-};
-
-__device__ __forceinline__ float descale_factor(const DescaleArg &d, int batch, int head_kv)
-{
-    return d.factors == nullptr ? 1.0f : d.factors[batch * d.stride_batch + head_kv * d.stride_head];
-}
-
-// The exponent of the block holding `token`, 0 without per-block exponents.
-__device__ __forceinline__ int descale_exponent(const DescaleArg &d, int batch, int head, int token)
-{
-    return d.exponents == nullptr ? 0 : __ldg(d.exponents + batch * d.stride_batch + head * d.stride_head +
-                                               token / d.block_tokens);
-}
-
-// The score scale of query tile m_block in log2 units: softmax_scale * log2(e) times q's and k's descale
-// factors and 2^(q's block exponent) (a block spans the whole query tile). k's block exponents are applied
-// per KV tile on top of it.
-__device__ __forceinline__ float score_scale_log2(const FwdArgs &args, int batch, int head, int m_block,
-                                                  int query_tile_rows)
-{
-    const int head_kv = head / args.heads_per_kv;
-    return ldexpf(args.softmax_scale_log2 * descale_factor(args.q_descale, batch, head_kv) *
-                      descale_factor(args.k_descale, batch, head_kv),
-                  descale_exponent(args.q_descale, batch, head, m_block * query_tile_rows));
-}
-
-// The KV tiles a query tile visits: [0, end), with tiles >= mask_from needing the mask.
-struct KvRange {
-    int end;
-    int mask_from;
-};
-
-template <class Config>
-__device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
-{
-    const int tiles = (args.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
-    const int partial_from = args.seqlen_k % Config::kBlockN ? tiles - 1 : tiles;
-    if (!args.causal)
-        return {tiles, partial_from};
-    const int offset = args.seqlen_k - args.seqlen_q;  // bottom-right alignment
-    // the tile's last row sees keys <= (m_block + 1) * kBlockM - 1 + offset
-    const int end = min(tiles, ((m_block + 1) * Config::kBlockM + offset + Config::kBlockN - 1) / Config::kBlockN);
-    // tiles wholly at or below the first row's limit need no causal mask
-    const int unmasked = (m_block * Config::kBlockM + offset + 1) / Config::kBlockN;
-    return {end, min(unmasked, partial_from)};
-}
-
-// This CTA's item index in round `round` (work_order.cuh).
-__device__ __forceinline__ int work_index(int round)
-{
-    const int position = round % 2 == 0 ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
-    return round * gridDim.x + position;
-}
-
-// A position in a ring of kStages slots: the slot and the parity of its fill (both count on across items).
-template <int kStages>
-struct PipelineState {
-    int stage = 0;
-    uint32_t phase = 0;
-    __device__ __forceinline__ void advance()
-    {
-        if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-};
-
-// One KV tile's positions in the rings: K's and V's (kv), and V^T's (vt), which is the same ring unless V^T has
-// more stages (FwdConfig::kVtStages). Both count on across items.
-template <class Config>
-struct RingPositions {
-    using KvState = PipelineState<Config::kStages>;
-    using VtState = PipelineState<Config::kVtStages>;
-    KvState kv;
-    VtState vt_own;  // unused where V^T's ring is K's and V's
-    __device__ __forceinline__ const VtState &vt() const
-    {
-        if constexpr (Config::kVtStages == Config::kStages)
-            return kv;
-        else
-            return vt_own;
-    }
-    // The V^T ring to advance on its own (the producer's V^T lane where v is prepared: it issues no V).
-    __device__ __forceinline__ VtState &vt_ring()
-    {
-        if constexpr (Config::kVtStages == Config::kStages)
-            return kv;
-        else
-            return vt_own;
-    }
-    __device__ __forceinline__ void advance()
-    {
-        kv.advance();
-        if constexpr (Config::kVtStages != Config::kStages)
-            vt_own.advance();
-    }
-};
-
-// How a tile is cut into column chunks (a tag for issue_tiles).
-template <int kChunkCount, int kSwizzleBytes>
-struct TileChunks {
-    static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
-};
-
-// Issues one work item's loads; `round` counts this CTA's items (Q's buffer alternates phases with it), `pipe`
-// is the issuing lane's next K or V slot.
-template <class Config>
-__device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range, int round, RingPositions<Config> &rings)
-{
-    const int head_kv = head / args.heads_per_kv;
-    const uint32_t thread = threadIdx.x % 128;
-    // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
-    // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvFromOneLane):
-    // lane 0 each tile's V right after its K (a V slot frees after P.V).
-    // fp8: each tile's descale travels with it through shared memory (written before the arrive that
-    // releases it): K's score scale with its block exponent applied, V's block exponent.
-    // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by `load`.
-    auto tile_kind = [&](uint64_t *empty, uint64_t *full, uint32_t tile_bytes, auto write_descale, auto load) {
-        return [=](int stage, uint32_t phase, int key0) {
-            ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
-            write_descale(stage, key0);
-            ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
-            load(stage, key0);
-        };
-    };
-    // Each tile as column chunks of one swizzle row (kChunks of kSwizzle bytes) per tile row.
-    auto chunk_load = [&](auto tiles, const CUtensorMap *map, uint64_t *full, auto chunks) {
-        constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
-        return [=](int stage, int key0) {
-            for (int c = 0; c < kChunks; ++c)
-                ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
-                                 c * kSwizzle / Config::Input::kBytes, key0, head_kv, batch);
-        };
-    };
-    // Every KV tile of the item, each kind in turn (pipe: the issuing lane's position in the ring).
-    auto issue_ring = [&](auto &pipe, auto... kinds) {
-        // Not unrolled: ptxas unrolled it by four, which spilled at the bf16 producer's 24 registers.
-#pragma unroll 1
-        for (int it = 0; it < range.end; ++it, pipe.advance()) {
-            const int key0 = (range.end - 1 - it) * Config::kBlockN;
-            (kinds(pipe.stage, pipe.phase, key0), ...);
-        }
-    };
-    const auto v_tiles = tile_kind(ss.v_empty, ss.v_full, Config::kTileVBytes, [&](int stage, int key0) {
-        if constexpr (Config::kIsFp8)
-            ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
-    }, chunk_load(ss.v, &args.tm_v, ss.v_full, TileChunks<Config::kVChunks, Config::kSwizzleV>{}));
-    if (thread == 0) {
-        // Q's buffer is free once every consumer warp has read the previous item's Q.
-        ptx::mbarrier_wait_parity(&ss.q_empty, (round & 1) ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
-        for (int c = 0; c < Config::kQkChunks; ++c)
-            ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
-                             c * Config::kAtomColsQk, m_block * Config::kBlockM, head, batch);
-        const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
-        const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes, [&](int stage, int key0) {
-            if constexpr (Config::kIsFp8)
-                ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
-        }, chunk_load(ss.k, &args.tm_k, ss.k_full, TileChunks<Config::kQkChunks, Config::kSwizzleQk>{}));
-        if constexpr (Config::kKvFromOneLane)
-            issue_ring(rings.kv, k_tiles, v_tiles);
-        else
-            issue_ring(rings.kv, k_tiles);
-    } else if (thread == 1 && !Config::kKvFromOneLane) {
-        if constexpr (Config::kVPrepared) {
-            // V^T as P.V reads it (VtLayout): positions 0-127 in 128-byte rows, at 192 keys 128-191 in 64-byte rows;
-            // the rows of ones below each part stay as the kernel wrote them.
-            using Layout = VtLayout<Config::kBlockN>;
-            issue_ring(rings.vt_ring(), tile_kind(ss.vt_empty, ss.vt_full, Config::kTileVBytes,
-                                                  [&](int stage, int key0) {
-                ss.vt_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
-            }, [&](int stage, int key0) {
-                ptx::tma_load_4d(ss.vt[stage], &args.tm_v, &ss.vt_full[stage], key0, 0, head_kv, batch);
-                if constexpr (Layout::kTailBytes > 0)
-                    ptx::tma_load_4d(ss.vt[stage] + Layout::kTailOffset, &args.tm_v_tail, &ss.vt_full[stage],
-                                     key0 + 128, 0, head_kv, batch);
-            }));
-        } else {
-            issue_ring(rings.kv, v_tiles);
-        }
-    }
-}
-
-// fp8: the converting threads turn each V tile into V^T (e4m3 P) or widen it (float16 P) as it lands, once the
-// P.V that read the stage's last V^T is done (vt_empty), and hand V's slot back to the producer at once (v_empty),
-// with the tile's block exponent passed on beside V^T: the next V loads while this one waits for its P.V.
-template <class Config>
-__device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRange range,
-                                            const TransposeLanes<Config::kBlockN> &lanes, uint32_t thread,
-                                            RingPositions<Config> &rings)
-{
-    for (int it = 0; it < range.end; ++it, rings.advance()) {
-        const int v = rings.kv.stage, vt = rings.vt().stage;
-        ptx::mbarrier_wait_parity(&ss.v_full[v], rings.kv.phase);
-        ptx::mbarrier_wait_parity(&ss.vt_empty[vt], rings.vt().phase ^ 1);
-        if (thread == 0)
-            ss.vt_exponent[vt] = ss.v_exponent[v];
-        if constexpr (Config::kPCodes)
-            transpose_v_tile_fp8(ptx::smem_addr(ss.v[v]), ptx::smem_addr(ss.vt[vt]), lanes);
-        else
-            widen_v_tile_fp8<Config>(ptx::smem_addr(ss.v[v]), ptx::smem_addr(ss.vt[vt]), thread);
-        ptx::fence_proxy_async_shared();  // V^T's writes before the tensor cores read them, V's reads before TMA
-        ptx::mbarrier_arrive(&ss.vt_full[vt]);
-        ptx::mbarrier_arrive(&ss.v_empty[v]);
-    }
-}
 
 // One work item; `rings` holds the next tile's K and V^T (bf16: V) slots to consume.
 template <class Config>
@@ -308,11 +45,11 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                                                                          : NamedBarrier::kConsumer0Turn);
     constexpr uint32_t kTurnThreads = 128 * Config::kConsumerWarpgroups;
     auto take_turn = [&]() {
-        if constexpr (Config::kTurns && !FP_ABLATE_PINGPONG)
+        if constexpr (Config::kTurns)
             ptx::bar_sync(my_turn, kTurnThreads);
     };
     auto pass_turn = [&]() {
-        if constexpr (Config::kTurns && !FP_ABLATE_PINGPONG)
+        if constexpr (Config::kTurns)
             ptx::bar_arrive(your_turn, kTurnThreads);
     };
     const int head_kv = head / args.heads_per_kv;
@@ -534,17 +271,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const float multiplier = Codes::score_multiplier(scale_log2);
 #pragma unroll
             for (int step = 0; step < kPvSteps; ++step) {
-                using Mufu = Exp2Codes<Input::kPOffsetLog2>;
-                if constexpr (Config::kPDoubleBuffered) {
-                    if (step < FP_MUFU_STEPS)
-                        Mufu::pack_step(s, scale_log2, max_used, step, codes);
-                    else
-                        Codes::pack_step(s, multiplier, row_constant, step, codes);
-                } else if (step < FP_MUFU_STEPS) {
-                    Mufu::prepare_step(s, scale_log2, max_used, step);
-                } else {
+                if constexpr (Config::kPDoubleBuffered)
+                    Codes::pack_step(s, multiplier, row_constant, step, codes);
+                else
                     Codes::prepare_step(s, multiplier, row_constant, step);
-                }
             }
         } else {
             float tile_sum[2];
@@ -617,10 +347,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
                 for (int e = 0; e < 16; ++e)
                     y[e] = s[16 * step + e];
-                if (step < FP_MUFU_STEPS)
-                    Exp2Codes<Input::kPOffsetLog2>::pack(y, step, p);
-                else
-                    ExpFree<Input::kPOffsetLog2>::pack(y, step, p);
+                ExpFree<Input::kPOffsetLog2>::pack(y, step, p);
             } else {
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
@@ -913,87 +640,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] =
                 log_sum_exp(max_used, Input::kPOffsetLog2, sum);
         }
-    }
-}
-
-template <class Config>
-__global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_constant__ FwdArgs args)
-{
-    extern __shared__ uint8_t smem_raw[];
-    // The runtime aligns dynamic shared memory to 16 bytes only; the launcher adds 1024 bytes of slack. The
-    // offset is taken on the shared-window address and applied to the array, so the compiler still knows
-    // every access through ss is to shared memory (through an integer it would emit generic LD/ST).
-    const uint32_t align_offset = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
-    auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(smem_raw + align_offset);
-
-    if (threadIdx.x == 0) {
-        ptx::prefetch_tensormap(&args.tm_q);
-        ptx::prefetch_tensormap(&args.tm_k);
-        ptx::prefetch_tensormap(&args.tm_v);
-        if constexpr (Config::kVPrepared && VtLayout<Config::kBlockN>::kTailBytes > 0)
-            ptx::prefetch_tensormap(&args.tm_v_tail);
-        ptx::mbarrier_init(&ss.q_full, 1);
-        ptx::mbarrier_init(&ss.q_empty, 128 * Config::kConsumerWarpgroups);  // every consumer thread
-        for (int i = 0; i < Config::kStages; ++i) {
-            ptx::mbarrier_init(&ss.k_full[i], 1);
-            ptx::mbarrier_init(&ss.v_full[i], 1);
-            ptx::mbarrier_init(&ss.k_empty[i], 128 * Config::kConsumerWarpgroups);  // every consumer thread
-            // fp8: V's slot is freed by the converting threads, bf16's by the consumers after P.V
-            ptx::mbarrier_init(&ss.v_empty[i], Config::kIsFp8 ? Config::kConverterThreads
-                                                              : 128 * Config::kConsumerWarpgroups);
-        }
-        for (int i = 0; i < Config::kVtStages; ++i) {
-            // every converting thread, or the V^T lane's expect_tx where TMA fills V^T (prepared v)
-            ptx::mbarrier_init(&ss.vt_full[i], Config::kVPrepared ? 1 : Config::kConverterThreads);
-            ptx::mbarrier_init(&ss.vt_empty[i], 128 * Config::kConsumerWarpgroups);
-        }
-        ptx::fence_mbarrier_init();
-    }
-    if constexpr (Config::kPCodes) {  // each V^T slot's rows of ones, once (VtLayout)
-        using Layout = VtLayout<Config::kBlockN>;
-        constexpr uint32_t kMainWords = Layout::kMainOnesBytes / 4, kWords = kMainWords + Layout::kTailOnesBytes / 4;
-        for (uint32_t i = threadIdx.x; i < Config::kVtStages * kWords; i += Config::kThreads) {
-            const uint32_t word = i % kWords;
-            const uint32_t offset = word < kMainWords ? Layout::kMainBytes + 4 * word
-                                                      : Layout::kTailOnesOffset + 4 * (word - kMainWords);
-            ptx::st_shared_b32(ptx::smem_addr(ss.vt[i / kWords]) + offset, kE4m3OneX4);
-        }
-        ptx::fence_proxy_async_shared();  // the tensor cores read them
-    }
-    __syncthreads();
-
-    // Each role walks this CTA's work items (work_index) with its own ring position.
-    auto for_each_item = [&](auto &&run) {
-        for (int round = 0;; ++round) {
-            const int index = work_index(round);
-            if (index >= args.items)
-                return;
-            const WorkItem item = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
-            run(item, kv_range<Config>(args, item.m_block), round);
-        }
-    };
-    RingPositions<Config> rings;
-    const int warpgroup = threadIdx.x / 128;
-    if (warpgroup < Config::kProducerWarpgroups) {
-        ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        if (threadIdx.x < 2) {  // the two issuing lanes (producer)
-            for_each_item([&](const WorkItem &w, KvRange range, int round) {
-                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
-            });
-        } else if constexpr (Config::kIsFp8 && !Config::kVPrepared) {
-            if (threadIdx.x >= Config::kConverterThread0) {
-                const uint32_t thread = threadIdx.x - Config::kConverterThread0;
-                const TransposeLanes<Config::kBlockN> lanes(thread);
-                for_each_item([&](const WorkItem &, KvRange range, int) {
-                    v_converter<Config>(ss, range, lanes, thread, rings);
-                });
-            }
-        }
-    } else {
-        ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        for_each_item([&](const WorkItem &w, KvRange range, int round) {
-            consumer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
-        });
     }
 }
 
