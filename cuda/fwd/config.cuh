@@ -123,6 +123,7 @@ struct FwdConfig {
     // 0.964 -> 0.979 at 16k, 0.960 -> 0.974 at 4k x 4, 0.967 -> 0.987 at 32k (no turns alone 0.968 / 0.973 / 0.972,
     // one lane alone 0.976 / 0.970 / 0.979). fp8 keeps its turns (bench/NOTES.md, session 20).
     static constexpr bool kTurns = kIsFp8;
+    static constexpr bool kUniformConsumerIndex = kPCodes;
     static constexpr bool kKvFromOneLane = !kIsFp8;
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;

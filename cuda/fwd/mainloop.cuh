@@ -12,6 +12,8 @@
 #include "fwd/f16_scores.cuh"
 #include "fwd/o_store.cuh"
 #include "fwd/pipeline.cuh"
+#include "fwd/roles.cuh"
+#include "fwd/mask.cuh"
 #include "fwd/scheduler.cuh"
 #include "fwd/smem.cuh"
 #include "fwd/softmax.cuh"
@@ -36,26 +38,19 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // e4m3 codes: the warpgroup index taken from lane 0 (__shfl_sync), which ptxas knows to be warp-uniform, so that
     // the descriptors and barrier ids derived from it live in uniform registers: 40 fewer instructions, and 2-4%
     // faster (bench/NOTES.md); the bf16 and float16-P kernels measured slower that way, so they keep the plain one.
-    const int warpgroup_index = static_cast<int>(threadIdx.x / 128) - Config::kProducerWarpgroups;
-    const int consumer_index = Config::kPCodes ? __shfl_sync(0xffffffffu, warpgroup_index, 0) : warpgroup_index;
-    const uint32_t thread = threadIdx.x % 128, lane = thread % 32, warp = thread / 32;
-    const uint32_t my_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Turn
-                                                                       : NamedBarrier::kConsumer1Turn);
-    const uint32_t your_turn = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer1Turn
-                                                                         : NamedBarrier::kConsumer0Turn);
-    constexpr uint32_t kTurnThreads = 128 * Config::kConsumerWarpgroups;
-    auto take_turn = [&]() {
-        if constexpr (Config::kTurns)
-            ptx::bar_sync(my_turn, kTurnThreads);
-    };
-    auto pass_turn = [&]() {
-        if constexpr (Config::kTurns)
-            ptx::bar_arrive(your_turn, kTurnThreads);
-    };
+    const ConsumerThread<Config> me;
+    const int consumer_index = me.index;
+    const uint32_t thread = me.thread, lane = me.lane, warp = me.warp;
+    const Turns<Config::kTurns, Config::kConsumerWarpgroups> turns{
+        static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Turn : NamedBarrier::kConsumer1Turn),
+        static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer1Turn : NamedBarrier::kConsumer0Turn)};
+    auto take_turn = [&]() { turns.take(); };
+    auto pass_turn = [&]() { turns.pass(); };
     const int head_kv = head / args.heads_per_kv;
     const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;
     const int causal_offset = args.seqlen_k - args.seqlen_q;
+    const TileMask<Config::kBlockN> mask{args, range, lane, query_half0, causal_offset};
 
     // Descales (fp8): each K tile's score scale (score_scale_log2 with the tile's k block exponent) and each V
     // tile's block exponent come with the tile (producer). v's factor is applied at the end, and v's block
@@ -229,9 +224,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
     // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
-        const int n_block = range.end - 1 - it;
-        if (n_block >= range.mask_from)
-            apply_mask(s, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal, causal_offset);
+        mask.apply(s, it);
         if constexpr (Config::kLazyMax) {
             if (it > 0) {  // x against the row's reference, and x's max over the tile (lazy_exp takes it from here)
                 const float reference[2] = {online_max.reference(0), online_max.reference(1)};
@@ -327,10 +320,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
     auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
         if constexpr (Config::kF16Scores) {
-            const int n_block = range.end - 1 - it;
-            if (n_block >= range.mask_from)
-                apply_mask_f16x2(s16, lane, query_half0, n_block * Config::kBlockN, args.seqlen_k, args.causal,
-                                 causal_offset);
+            mask.apply(s16, it);
             float thread_max[2], max_used[2], tile_max[2];
             thread_max_f16x2(s16, thread_max);
             online_max.update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);

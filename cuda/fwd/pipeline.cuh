@@ -1,7 +1,9 @@
-// Ring positions of the K, V and V^T slots, and the named barriers of the consumer warpgroups.
+// Ring positions of the K, V and V^T slots (each slot has a full and an empty mbarrier: smem.cuh).
 #pragma once
 
 #include <cstdint>
+
+#include "ptx.cuh"
 
 namespace fp {
 
@@ -48,14 +50,28 @@ struct RingPositions {
         if constexpr (Config::kVtStages != Config::kStages)
             vt_own.advance();
     }
+    // A consumer's next KV tile: K's slot and the parity of its fill, P.V's V (fp8: V^T) slot and its parity.
+    struct Slots {
+        int k;
+        uint32_t k_phase;
+        int v;
+        uint32_t v_phase;
+    };
+    __device__ __forceinline__ Slots take()
+    {
+        const Slots slots{kv.stage, kv.phase, vt().stage, vt().phase};
+        advance();
+        return slots;
+    }
 };
 
-// Named barriers (bar.sync ids; 0 is __syncthreads). The two consumer warpgroups take turns issuing wgmma.
-enum class NamedBarrier : uint32_t {
-    kConsumer0Turn = 1,
-    kConsumer1Turn = 2,
-    kConsumer0Vote = 3,  // float16 scores: a warpgroup agrees on its item's path (bar.red.or)
-    kConsumer1Vote = 4,
-};
+// Waits for a slot's fill by a test that does not wait first, and the waiting try_wait only where the tile has not
+// landed: ptxas hoisted a lone try_wait into the softmax before it, which then held the rest of the softmax behind a
+// late tile; the test it may hoist does not wait.
+__device__ __forceinline__ void mbarrier_wait_tested(uint64_t *full, uint32_t phase)
+{
+    if (!ptx::mbarrier_test_wait_parity(full, phase))
+        ptx::mbarrier_wait_parity(full, phase);
+}
 
 }  // namespace fp

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "fwd/args.cuh"
 #include "fwd/config.cuh"
 
 namespace fp {
@@ -33,5 +34,24 @@ struct alignas(1024) FwdSharedStorage {
 
 template <class Config>
 constexpr bool fits_shared_memory = sizeof(FwdSharedStorage<Config>) + 1024 <= kMaxSharedBytes;
+
+// The descales that travel with the tiles (fp8; the producer writes them before the arrive that releases the tile):
+// a K tile's score scale with its block exponent applied, a V tile's block exponent (passed on with V^T).
+template <class Config>
+__device__ __forceinline__ float k_tile_scale_log2(const FwdArgs &args, const FwdSharedStorage<Config> &ss, int stage)
+{
+    if constexpr (Config::kIsFp8)
+        return ss.k_scale_log2[stage];
+    else
+        return args.softmax_scale_log2;
+}
+template <class Config>
+__device__ __forceinline__ int v_tile_exponent(const FwdSharedStorage<Config> &ss, int stage)
+{
+    if constexpr (Config::kIsFp8)
+        return ss.vt_exponent[stage];
+    else
+        return 0;
+}
 
 }  // namespace fp
