@@ -12,6 +12,7 @@
 #include "fwd/f16_scores.cuh"
 #include "fwd/o_store.cuh"
 #include "fwd/pipeline.cuh"
+#include "fwd/policies.cuh"
 #include "fwd/roles.cuh"
 #include "fwd/mask.cuh"
 #include "fwd/scheduler.cuh"
@@ -117,16 +118,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile where P is
     // double-buffered (Config::kPDoubleBuffered; p_new is unused elsewhere).
     uint32_t p_run[kPRegs], p_new[kPRegs];
-    OnlineMax online_max;
+    using Softmax = typename Policies<Config>::Softmax;
+    Softmax softmax;
+    OnlineMax &online_max = softmax.online_max;
     // Row sums of the probabilities P.V uses, per half. bf16 (and float16 P): this thread's part (of its 32
     // columns), quad-reduced at the end. e4m3 codes: the whole row's sum of the quantized P, which the tensor
     // cores compute per tile in o[64..67] as P times ones. Those start afresh every tile and are added here in
     // fp32: the fp8 wgmma accumulator keeps too few bits to carry a sum over thousands of keys (it lost 7% at 128k
     // tokens).
-    float row_sum[2] = {0.0f, 0.0f};
+    auto &row_sum = softmax.row_sum;
     // Config::kLazyMax: per half, the largest x = t - reference of the tile in flight (-inf on an item's first tile,
     // which takes its exact max).
-    float lazy_over[2];
 
     // O += P V(stage): bf16 reads V as stored (MN-major), float16 P the widened copy (MN-major too); e4m3 codes
     // read the transposed copy (K-major) and the ones below it (VtLayout).
@@ -224,135 +226,31 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
     // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
     auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
-        mask.apply(s, it);
-        if constexpr (Config::kLazyMax) {
-            if (it > 0) {  // x against the row's reference, and x's max over the tile (lazy_exp takes it from here)
-                const float reference[2] = {online_max.reference(0), online_max.reference(1)};
-                float part_max[2][4];
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    rescale[h] = 1.0f;
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        part_max[h][c] = -INFINITY;
-                }
-#pragma unroll
-                for (int e = 0; e < kSRegs; ++e) {
-                    s[e] = fmaf(s[e], scale_log2, -reference[acc_half(e)]);
-                    part_max[acc_half(e)][acc_chain(e)] = fmaxf(part_max[acc_half(e)][acc_chain(e)], s[e]);
-                }
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    lazy_over[h] = quad_max(fmaxf(fmaxf(part_max[h][0], part_max[h][1]),
-                                                  fmaxf(part_max[h][2], part_max[h][3])));
-                return;
-            }
-        }
-        float max_used[2];
-        online_max.update(s, scale_log2, rescale, max_used);
-        if constexpr (Config::kLazyMax) {  // an item's first tile: x against its exact max
-#pragma unroll
-            for (int e = 0; e < kSRegs; ++e)
-                s[e] = fmaf(s[e], scale_log2, -max_used[acc_half(e)]);
-            lazy_over[0] = lazy_over[1] = -INFINITY;
-            return;
-        }
-        if constexpr (Config::kPCodes) {
-            using Codes = ExpFree<Input::kPOffsetLog2>;
-            float row_constant[2];
-            Codes::row_constants(max_used, row_constant);
-            const float multiplier = Codes::score_multiplier(scale_log2);
-#pragma unroll
-            for (int step = 0; step < kPvSteps; ++step) {
-                if constexpr (Config::kPDoubleBuffered)
-                    Codes::pack_step(s, multiplier, row_constant, step, codes);
-                else
-                    Codes::prepare_step(s, multiplier, row_constant, step);
-            }
-        } else {
-            float tile_sum[2];
-            exp2_in_place(s, scale_log2, max_used, Input::kPOffsetLog2, tile_sum);
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                row_sum[h] = row_sum[h] * rescale[h] + tile_sum[h];
-        }
+        if constexpr (!Config::kF16Scores)
+            softmax.step(mask, it, s, scale_log2, rescale, codes);
     };
     // Config::kLazyMax, once P(n-1) V(n-1) is done with O: where a row's tile passed its reference by more than the
     // slack, or where a row sees its first keys (its reference, 0, stands for no key: scores far below 0 would
     // all underflow), the reference moves to the tile's max and x, O and the row sum with it (the warp's rows
     // together); then p = 2^x in place, and the row sums.
     auto lazy_exp = [&](float (&rescale)[2]) {
-        if constexpr (Config::kLazyMax) {
-            bool raise[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                raise[h] = lazy_over[h] > Config::kLazySlackLog2 ||
-                           (online_max.row_max[h] == -INFINITY && lazy_over[h] != -INFINITY);
-            if (__any_sync(0xffffffffu, raise[0] || raise[1])) {
-                float shift[2];
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    shift[h] = raise[h] ? lazy_over[h] : 0.0f;
-                    // a row without keys so far holds O = 0 and a zero sum: 0, not 2^-shift (which may be infinite)
-                    rescale[h] = online_max.row_max[h] == -INFINITY ? 0.0f : ptx::ex2_approx_ftz(-shift[h]);
-                    if (raise[h])
-                        online_max.raise(h, shift[h]);
-                }
-#pragma unroll
-                for (int e = 0; e < kSRegs; ++e)
-                    s[e] -= shift[acc_half(e)];
-#pragma unroll
-                for (int e = 0; e < kAccRegs; ++e)
-                    o[e] *= rescale[acc_half(e)];
-            }
-            float part_sum[2][4] = {};
-#pragma unroll
-            for (int e = 0; e < kSRegs; ++e) {
-                s[e] = ptx::ex2_approx_ftz(s[e]);
-                part_sum[acc_half(e)][acc_chain(e)] += s[e];
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                row_sum[h] = row_sum[h] * rescale[h] + ((part_sum[h][0] + part_sum[h][1]) +
-                                                        (part_sum[h][2] + part_sum[h][3]));
-        }
+        if constexpr (Config::kLazyMax)
+            softmax.finish(s, o, rescale);
     };
     // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
     auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
-        if constexpr (Config::kF16Scores) {
-            mask.apply(s16, it);
-            float thread_max[2], max_used[2], tile_max[2];
-            thread_max_f16x2(s16, thread_max);
-            online_max.update_from_thread_max(thread_max, scale_log2, rescale, max_used, tile_max);
-            encode_f16x2<Input::kPOffsetLog2>(s16, scale_log2, tile_max, max_used);
-        }
+        if constexpr (Config::kF16Scores)
+            softmax.step(mask, it, s16, scale_log2, rescale, p_new);
     };
     // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
     // P converted; e4m3 codes (not double-buffered) from their prepared values.
     auto pack_p = [&](uint32_t (&p)[kPRegs]) {
-#pragma unroll
-        for (int step = 0; step < kPvSteps; ++step) {
-            if constexpr (Config::kPCodes) {
-                float y[16];
-#pragma unroll
-                for (int e = 0; e < 16; ++e)
-                    y[e] = s[16 * step + e];
-                ExpFree<Input::kPOffsetLog2>::pack(y, step, p);
-            } else {
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const float lo = s[8 * step + 2 * r], hi = s[8 * step + 2 * r + 1];
-                    p[4 * step + r] = Config::kPvF16 ? ptx::cvt_rn_f16x2_f32(lo, hi) : ptx::cvt_rn_bf16x2_f32(lo, hi);
-                }
-            }
-        }
+        if constexpr (!Config::kF16Scores)
+            softmax.pack(s, p);
     };
     auto pack_p_f16 = [&](uint32_t (&p)[kPRegs]) {
-        if constexpr (Config::kF16Scores) {
-#pragma unroll
-            for (int step = 0; step < kPvSteps; ++step)
-                pack_codes_f16x2(s16, step, p);
-        }
+        if constexpr (Config::kF16Scores)
+            softmax.pack(s16, p);
     };
     // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max. Where P.V computes
     // them (kSumsInPv) their accumulators are cleared for the next tile by a multiply by 0 (the sums are finite):
@@ -614,7 +512,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
-        const float sum = Config::kPCodes ? row_sum[h] : quad_sum(row_sum[h]);
+        const float sum = softmax.row_total(h);
         const bool in_range = query < args.seqlen_q;
         const float inv = v_descale / sum;
         __nv_bfloat16 *row = args.out + batch * args.out_stride_batch +

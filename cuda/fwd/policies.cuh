@@ -1,0 +1,19 @@
+// Which scores, softmax and P.V policies a kernel's configuration takes.
+#pragma once
+
+#include <type_traits>
+
+#include "fwd/softmax_codes.cuh"
+#include "fwd/softmax_exp2.cuh"
+
+namespace fp {
+
+template <class Config>
+struct Policies {
+    using Softmax = std::conditional_t<
+        Config::kF16Scores, F16CodesSoftmax<Config>,
+        std::conditional_t<Config::kPCodes, CodesSoftmax<Config>,
+                           std::conditional_t<Config::kLazyMax, LazyExp2Softmax<Config>, Exp2Softmax<Config>>>>;
+};
+
+}  // namespace fp
