@@ -104,17 +104,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         return wgmma_desc_advance(stage_desc, chunk * Config::kBlockN * Config::kSwizzleQk + within);
     };
 
-    // O; with e4m3 codes 4 more accumulators, columns 128-135 of P.V's m64n136 (or of the m64n8 beside it; elements
-    // 64, 65: half 0; 66, 67: half 1): the tile's row sums of the quantized P.
-    constexpr int kORegs = kAccRegs + (Config::kPCodes ? 4 : 0);
-    float o[kORegs];
+    using Pv = typename Policies<Config>::Pv;
+    Pv pv(ss);
+    auto &o = pv.o;
     // S(n): float32 accumulators, or float16 pairs in the same registers' first half where the item's scores may be
     // (Config::kF16Scores).
     float s[kSRegs];
     auto &s16 = reinterpret_cast<uint32_t(&)[kSRegs / 2]>(s);
-#pragma unroll
-    for (int e = 0; e < kORegs; ++e)
-        o[e] = 0.0f;
     // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile where P is
     // double-buffered (Config::kPDoubleBuffered; p_new is unused elsewhere).
     uint32_t p_run[kPRegs], p_new[kPRegs];
@@ -255,32 +251,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max. Where P.V computes
     // them (kSumsInPv) their accumulators are cleared for the next tile by a multiply by 0 (the sums are finite):
     // an overwrite by 0 made ptxas serialize the wgmma. The m64n8 wgmma starts each tile afresh itself.
-    auto add_tile_sums = [&](const float (&rescale)[2]) {
-        if constexpr (Config::kPCodes) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                row_sum[h] = (row_sum[h] + o[kAccRegs + 2 * h]) * rescale[h];
-        }
-        if constexpr (Config::kSumsInPv) {
-#pragma unroll
-            for (int e = kAccRegs; e < kORegs; ++e)
-                o[e] *= 0.0f;
-        }
-    };
+    auto add_tile_sums = [&](const float (&rescale)[2]) { pv.add_tile_sums(row_sum, rescale); };
     // O to the new max and the next v block's unit (2^unit_shift), before the next P.V accumulates into it;
     // the warp skips the multiply when neither moved (the common case).
-    auto rescale_o = [&](const float (&rescale)[2], int unit_shift) {
-        float factor[2] = {rescale[0], rescale[1]};
-        if (unit_shift != 0) {
-            factor[0] = ldexpf(factor[0], unit_shift);
-            factor[1] = ldexpf(factor[1], unit_shift);
-        }
-        if (!__any_sync(0xffffffffu, factor[0] != 1.0f || factor[1] != 1.0f))
-            return;
-#pragma unroll
-        for (int e = 0; e < kAccRegs; ++e)
-            o[e] *= factor[acc_half(e)];
-    };
+    auto rescale_o = [&](const float (&rescale)[2], int unit_shift) { pv.rescale(rescale, unit_shift); };
 
     // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
     // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale
@@ -362,7 +336,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
     int o_exponent = 0;  // O's unit: 2^o_exponent (set by the first P.V)
     int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
-    PvDescriptors pv = pv_descriptors(prev_vt);
+    PvDescriptors pv_desc = pv_descriptors(prev_vt);
     // Every KV tile but the last P.V, with S in s (f16: std::false_type) or in s16 (std::true_type).
     auto run_tiles = [&](auto f16) {
         // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
@@ -438,7 +412,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
                 rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
             o_exponent = v_exponent;
             ptx::wgmma_fence();
-            issue_pv(pv, p_run);
+            issue_pv(pv_desc, p_run);
             ptx::wgmma_commit_group();
             pass_turn();
 
@@ -469,7 +443,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
             rings.advance();
             iteration(it, stage, phase, vt, vt_phase, prev_vt);
-            move_pv_descriptors(pv, prev_vt, vt);
+            move_pv_descriptors(pv_desc, prev_vt, vt);
             prev_vt = vt;
             // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
             // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
@@ -493,16 +467,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(pv, p_run);
+        issue_pv(pv_desc, p_run);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
         release(Config::kIsFp8 ? &ss.vt_empty[stage] : &ss.v_empty[stage]);
-        if constexpr (Config::kPCodes) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                row_sum[h] += o[kAccRegs + 2 * h];
-        }
+        pv.add_last_sums(row_sum);
     }
     if (consumer_index == 0)
         take_turn();  // takes consumer 1's last hand-over, so none is left pending

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "fwd/pv.cuh"
 #include "fwd/softmax_codes.cuh"
 #include "fwd/softmax_exp2.cuh"
 
@@ -14,6 +15,8 @@ struct Policies {
         Config::kF16Scores, F16CodesSoftmax<Config>,
         std::conditional_t<Config::kPCodes, CodesSoftmax<Config>,
                            std::conditional_t<Config::kLazyMax, LazyExp2Softmax<Config>, Exp2Softmax<Config>>>>;
+    using Pv = std::conditional_t<Config::kPCodes, CodesPv<Config>,
+                                  std::conditional_t<Config::kPvF16, F16Pv<Config>, Bf16Pv<Config>>>;
 };
 
 }  // namespace fp

@@ -24,7 +24,6 @@ struct PvAccumulator {
     static constexpr int kPRegs = 4 * kPvSteps;  // A fragments of P for one KV tile
     static constexpr int kORegs = kAccRegs + kSumRegs;
     float o[kORegs];
-    uint32_t p_run[kPRegs], p_new[kPRegs];
 
     __device__ __forceinline__ PvAccumulator()
     {
@@ -47,16 +46,6 @@ struct PvAccumulator {
         for (int e = 0; e < kAccRegs; ++e)
             o[e] *= factor[acc_half(e)];
     }
-    // P(n) to the buffer the next P.V reads (two buffers taking turns over a loop unrolled by two let ptxas sink
-    // the softmax below the P(n-1) V(n-1) wait in one of the two copies).
-    __device__ __forceinline__ void next_p()
-    {
-        if constexpr (Config::kPDoubleBuffered) {
-#pragma unroll
-            for (int r = 0; r < kPRegs; ++r)
-                p_run[r] = p_new[r];
-        }
-    }
     // The row sums P.V adds (none here: the softmax keeps them).
     __device__ __forceinline__ void add_tile_sums(float (&)[2], const float (&)[2]) {}
     __device__ __forceinline__ void add_last_sums(float (&)[2]) {}
@@ -71,6 +60,7 @@ struct SlotDescriptor {
 
 template <class Config>
 struct Bf16Pv : PvAccumulator<Config, 0> {
+    using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVBytes;
     struct Descriptors {
         SlotDescriptor<kSlotBytes> main;
@@ -88,12 +78,11 @@ struct Bf16Pv : PvAccumulator<Config, 0> {
     }
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d)
+    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
-            const uint32_t a[4] = {this->p_run[4 * step], this->p_run[4 * step + 1], this->p_run[4 * step + 2],
-                                   this->p_run[4 * step + 3]};
+            const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             const uint64_t desc_v = wgmma_desc_advance(d.main.desc, step * Config::Input::kMmaK * Config::kSwizzleV);
             ptx::wgmma_m64n128k16_f32_bf16_rs<1>(this->o, a, desc_v, 1);
         }
@@ -102,6 +91,7 @@ struct Bf16Pv : PvAccumulator<Config, 0> {
 
 template <class Config>
 struct F16Pv : PvAccumulator<Config, 0> {
+    using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVtBytes;
     struct Descriptors {
         SlotDescriptor<kSlotBytes> main;
@@ -119,12 +109,11 @@ struct F16Pv : PvAccumulator<Config, 0> {
     }
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d)
+    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
-            const uint32_t a[4] = {this->p_run[4 * step], this->p_run[4 * step + 1], this->p_run[4 * step + 2],
-                                   this->p_run[4 * step + 3]};
+            const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             const uint64_t desc_v = wgmma_desc_advance(d.main.desc, step * 16 * 128);  // 16 key rows of 128 bytes
             ptx::wgmma_m64n128k16_f32_f16_rs_mn(this->o, a, desc_v, 1);
         }
@@ -165,13 +154,12 @@ struct CodesPv : PvAccumulator<Config, 4> {
     }
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d)
+    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
         constexpr int kMainSteps = 128 / Config::kPvMmaK;
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
-            const uint32_t a[4] = {this->p_run[4 * step], this->p_run[4 * step + 1], this->p_run[4 * step + 2],
-                                   this->p_run[4 * step + 3]};
+            const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
             const uint64_t desc_v = step < kMainSteps ? wgmma_desc_advance(d.main.desc, step * kStepBytes)
                                                       : wgmma_desc_advance(d.tail.desc, (step - kMainSteps) * kStepBytes);
             if constexpr (Config::kSumsInPv) {
