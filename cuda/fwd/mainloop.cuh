@@ -22,6 +22,15 @@
 
 namespace fp {
 
+template <bool kSecond, class A, class B>
+__device__ __forceinline__ auto &pick(A &a, B &b)
+{
+    if constexpr (kSecond)
+        return b;
+    else
+        return a;
+}
+
 // One work item; `rings` holds the next tile's K and V^T (bf16: V) slots to consume.
 template <class Config>
 __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
@@ -45,8 +54,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const Turns<Config::kTurns, Config::kConsumerWarpgroups> turns{
         static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Turn : NamedBarrier::kConsumer1Turn),
         static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer1Turn : NamedBarrier::kConsumer0Turn)};
-    auto take_turn = [&]() { turns.take(); };
-    auto pass_turn = [&]() { turns.pass(); };
     const int head_kv = head / args.heads_per_kv;
     const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;
@@ -59,18 +66,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // multiplied by 2^(e_v(previous tile) - e_v(this tile)) with the softmax rescale, and by 2^e_v at the end.
     // Every factor is a power of two, so this is exact while the exponents of one head's v blocks span at
     // most 64 (O stays within float32's range; fp8.quantize_blocks' always do).
-    auto tile_scale_log2 = [&](int stage) {
-        if constexpr (Config::kIsFp8)
-            return ss.k_scale_log2[stage];
-        else
-            return args.softmax_scale_log2;
-    };
-    auto tile_v_exponent = [&](int stage) {
-        if constexpr (Config::kIsFp8)
-            return ss.vt_exponent[stage];
-        else
-            return 0;
-    };
 
     // Q stays in registers as the A operand of every S = Q K^T where it fits (Config::kQInRegisters): half the
     // shared-memory reads of S.
@@ -182,15 +177,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // A test that does not wait first, and the waiting try_wait only where V has not landed: ptxas hoists the test into
     // the softmax, as it did the try_wait when that was the only one, which then held the rest of the softmax behind
     // a late V (the DeepSeek shape at 4k x 4, bench/NOTES.md); the waiting, where there is any, now comes after it.
-    auto wait_v = [&](int stage, uint32_t phase) {
-        uint64_t *full = Config::kIsFp8 ? &ss.vt_full[stage] : &ss.v_full[stage];
-        if (!ptx::mbarrier_test_wait_parity(full, phase))
-            ptx::mbarrier_wait_parity(full, phase);
-    };
     // Every consumer thread arrives (the barriers count threads): each thread's release-arrive orders its own reads
     // of the slot (the tile, its descale) before the producer overwrites it. (One arrival per warp from lane 0
     // left the other lanes' reads unordered, which compute-sanitizer racecheck flagged in a two-stage kernel.)
-    auto release = [&](uint64_t *empty) { ptx::mbarrier_arrive(empty); };
 
     // S(n) = Q K(n)^T into s (issue_qk), or into s16 (issue_qk_f16: float16 scores).
     auto issue_qk_f16 = [&](int stage) {
@@ -217,45 +206,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
         ptx::wgmma_commit_group();
     };
-    // Mask (where needed), update the row max, and turn S(n) into P(n): e4m3 codes packed into `codes` (the A
-    // fragments) where P is double-buffered, else the values P is packed from (pack_p) in place in s: bf16 and
-    // float16 p, or the codes' prepared values. Gives the factor for what was accumulated before, per half.
-    // Must not touch o or p: P(n-1) V(n-1) may be running. scale_log2: the tile's score scale.
-    auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
-        if constexpr (!Config::kF16Scores)
-            softmax.step(mask, it, s, scale_log2, rescale, codes);
-    };
-    // Config::kLazyMax, once P(n-1) V(n-1) is done with O: where a row's tile passed its reference by more than the
-    // slack, or where a row sees its first keys (its reference, 0, stands for no key: scores far below 0 would
-    // all underflow), the reference moves to the tile's max and x, O and the row sum with it (the warp's rows
-    // together); then p = 2^x in place, and the row sums.
-    auto lazy_exp = [&](float (&rescale)[2]) {
-        if constexpr (Config::kLazyMax)
-            softmax.finish(s, o, rescale);
-    };
-    // The same over float16 scores (Config::kF16Scores): the codes in place in s16, packed by pack_p_f16.
-    auto softmax_step_f16 = [&](int it, float scale_log2, float (&rescale)[2]) {
-        if constexpr (Config::kF16Scores)
-            softmax.step(mask, it, s16, scale_log2, rescale, p_new);
-    };
-    // P from s into the A fragments, after P(n-1) V(n-1) has released p (PTX ISA 9.7.15.5.1): bf16 or float16
-    // P converted; e4m3 codes (not double-buffered) from their prepared values.
-    auto pack_p = [&](uint32_t (&p)[kPRegs]) {
-        if constexpr (!Config::kF16Scores)
-            softmax.pack(s, p);
-    };
-    auto pack_p_f16 = [&](uint32_t (&p)[kPRegs]) {
-        if constexpr (Config::kF16Scores)
-            softmax.pack(s16, p);
-    };
-    // After P(n-1) V(n-1): e4m3 codes add that tile's row sums and move them to the new max. Where P.V computes
-    // them (kSumsInPv) their accumulators are cleared for the next tile by a multiply by 0 (the sums are finite):
-    // an overwrite by 0 made ptxas serialize the wgmma. The m64n8 wgmma starts each tile afresh itself.
-    auto add_tile_sums = [&](const float (&rescale)[2]) { pv.add_tile_sums(row_sum, rescale); };
-    // O to the new max and the next v block's unit (2^unit_shift), before the next P.V accumulates into it;
-    // the warp skips the multiply when neither moved (the common case).
-    auto rescale_o = [&](const float (&rescale)[2], int unit_shift) { pv.rescale(rescale, unit_shift); };
-
     // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
     // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale
     // taking 2^shift back (exact: a power of two). shift: the least with every code's magnitude m (e4m3 codes
@@ -315,7 +265,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     };
 
     if (consumer_index == 1)
-        pass_turn();  // consumer 0 starts
+        turns.pass();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
     int q_shift = 0;  // float16 scores: q's codes times 2^-q_shift, the score scale times 2^q_shift
     if constexpr (Config::kF16Scores)
@@ -330,7 +280,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         // V's): without it the arrive could overtake the reads, and with bf16 at dim_qk 192 some warps' Q came out
         // of the next item's tile on short items (bench/results/2026-12-01-q-release-race/).
         ptx::fence_proxy_async_shared();
-        release(&ss.q_empty);
+        ptx::mbarrier_arrive(&ss.q_empty);
     }
 
     float pending_rescale[2] = {1.0f, 1.0f};  // O's factor from the last softmax, applied before the next P.V
@@ -362,23 +312,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             else
                 ptx::fence_registers(s);
         };
-        auto softmax = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
-            if constexpr (decltype(f16)::value)
-                softmax_step_f16(it, scale_log2, rescale);
-            else
-                softmax_step(it, scale_log2, rescale, codes);
+        auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
+            softmax.step(mask, it, pick<decltype(f16)::value>(s, s16), scale_log2, rescale, codes);
         };
         auto scores_scale_log2 = [&](int stage) {  // float16: times 2^q_shift, what q's codes gave up (exact)
             if constexpr (decltype(f16)::value)
-                return tile_scale_log2(stage) * q_unshift;
+                return k_tile_scale_log2(args, ss, stage) * q_unshift;
             else
-                return tile_scale_log2(stage);
+                return k_tile_scale_log2(args, ss, stage);
         };
         auto pack = [&]() {  // P's A fragments from what the softmax left, once P.V is done with them
-            if constexpr (decltype(f16)::value)
-                pack_p_f16(p_run);
-            else if constexpr (!Config::kPDoubleBuffered)
-                pack_p(p_run);
+            softmax.pack(pick<decltype(f16)::value>(s, s16), p_run);
         };
         {  // iteration 0: no P.V yet
             const int stage = rings.kv.stage, vt = rings.vt().stage;
@@ -386,17 +330,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             rings.advance();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
             const float scale_log2 = scores_scale_log2(stage);
-            take_turn();
+            turns.take();
             ptx::wgmma_fence();
             issue_scores(stage);
-            pass_turn();
+            turns.pass();
             ptx::wgmma_wait_group<0>();
             fence_scores();
-            release(&ss.k_empty[stage]);
+            ptx::mbarrier_arrive(&ss.k_empty[stage]);
             float rescale[2];  // O is still zero
-            softmax(0, scale_log2, rescale, p_run);
-            wait_v(vt, vt_phase);  // for P(0) V(0), issued in the next iteration
-            lazy_exp(rescale);
+            softmax_step(0, scale_log2, rescale, p_run);
+            mbarrier_wait_tested(Pv::full(ss, vt), vt_phase);  // for P(0) V(0), issued in the next iteration
+            softmax.finish_first(pick<decltype(f16)::value>(s, s16), o, rescale);
             pack();
         }
         // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
@@ -404,38 +348,32 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
             const float scale_log2 = scores_scale_log2(stage);
-            take_turn();
+            turns.take();
             ptx::wgmma_fence();
             issue_scores(stage);
-            const int v_exponent = tile_v_exponent(prev_vt);  // the unit P(n-1) V(n-1) adds in
-            if constexpr (!Config::kLazyMax)  // (lazy: after P.V's wait, on the tiles that raise the reference)
-                rescale_o(pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n); O is 0 before P(0)V(0)
+            const int v_exponent = v_tile_exponent(ss, prev_vt);  // the unit P(n-1) V(n-1) adds in
+            softmax.rescale_o_before_pv(pv, pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n)
             o_exponent = v_exponent;
             ptx::wgmma_fence();
             issue_pv(pv_desc, p_run);
             ptx::wgmma_commit_group();
-            pass_turn();
+            turns.pass();
 
             ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
             fence_scores();
-            release(&ss.k_empty[stage]);
+            ptx::mbarrier_arrive(&ss.k_empty[stage]);
             float rescale[2];
-            softmax(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
+            softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
             // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
             // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
             // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
-            wait_v(vt, vt_phase);
+            mbarrier_wait_tested(Pv::full(ss, vt), vt_phase);
             ptx::wgmma_wait_group<0>();
             ptx::fence_registers(p_run);
             ptx::fence_registers(o);
-            release(Config::kIsFp8 ? &ss.vt_empty[prev_vt] : &ss.v_empty[prev_vt]);
-            add_tile_sums(rescale);
-            if constexpr (Config::kLazyMax) {
-                lazy_exp(rescale);
-            } else {
-                pending_rescale[0] = rescale[0];
-                pending_rescale[1] = rescale[1];
-            }
+            ptx::mbarrier_arrive(Pv::empty(ss, prev_vt));
+            pv.add_tile_sums(row_sum, rescale);
+            softmax.finish(pick<decltype(f16)::value>(s, s16), o, rescale, pending_rescale);
             pack();  // P(n-1) V(n-1) is done with it
         };
         for (int it = 1; it < range.end; ++it) {
@@ -459,23 +397,23 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     else
         run_tiles(std::false_type{});
     if constexpr (!Config::kQInRegisters)
-        release(&ss.q_empty);  // the last S = Q K^T is done
+        ptx::mbarrier_arrive(&ss.q_empty);  // the last S = Q K^T is done
     {  // the last P.V
         const int last = range.end - 1;
         const int stage = prev_vt;  // V(last)'s, awaited after the last softmax
-        const int v_exponent = tile_v_exponent(stage);
-        rescale_o(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
+        const int v_exponent = v_tile_exponent(ss, stage);
+        pv.rescale(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
         ptx::wgmma_fence();
         issue_pv(pv_desc, p_run);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);
-        release(Config::kIsFp8 ? &ss.vt_empty[stage] : &ss.v_empty[stage]);
+        ptx::mbarrier_arrive(Pv::empty(ss, stage));
         pv.add_last_sums(row_sum);
     }
     if (consumer_index == 0)
-        take_turn();  // takes consumer 1's last hand-over, so none is left pending
+        turns.take();  // takes consumer 1's last hand-over, so none is left pending
 
     // Epilogue: O / rowsum (times the fp8 V descale and O's unit), bf16, from registers 16 bytes a store (o_store.cuh).
     const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);

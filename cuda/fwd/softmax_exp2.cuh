@@ -22,27 +22,26 @@
 
 namespace fp {
 
-// The rows' running max and sums, and O's factor from the last softmax, applied before the next P.V accumulates
-// (on an item's first tile O is still zero: no factor).
+// The rows' running max and sums. O's factor from a tile's softmax (rescale) is applied before the next P.V
+// accumulates (finish keeps it in `pending`, rescale_o_before_pv applies it); on an item's first tile O is still zero.
 struct SoftmaxRows {
     OnlineMax online_max;
     float row_sum[2] = {0.0f, 0.0f};
-    float pending_rescale[2] = {1.0f, 1.0f};
 
     template <class S, class Accumulator>
     __device__ __forceinline__ void finish_first(S &, Accumulator &, float (&)[2])
     {
     }
     template <class S, class Accumulator>
-    __device__ __forceinline__ void finish(S &, Accumulator &, const float (&rescale)[2])
+    __device__ __forceinline__ void finish(S &, Accumulator &, const float (&rescale)[2], float (&pending)[2])
     {
-        pending_rescale[0] = rescale[0];
-        pending_rescale[1] = rescale[1];
+        pending[0] = rescale[0];
+        pending[1] = rescale[1];
     }
     template <class Pv>
-    __device__ __forceinline__ void rescale_o_before_pv(Pv &pv, int unit_shift)
+    __device__ __forceinline__ void rescale_o_before_pv(Pv &pv, const float (&pending)[2], int unit_shift)
     {
-        pv.rescale(pending_rescale, unit_shift);
+        pv.rescale(pending, unit_shift);
     }
 };
 
@@ -123,12 +122,12 @@ struct LazyExp2Softmax : Exp2Softmax<Config> {
         exponentiate(s, o, rescale);
     }
     template <int kRegs, int kORegs>
-    __device__ __forceinline__ void finish(float (&s)[kRegs], float (&o)[kORegs], float (&rescale)[2])
+    __device__ __forceinline__ void finish(float (&s)[kRegs], float (&o)[kORegs], float (&rescale)[2], float (&)[2])
     {
         exponentiate(s, o, rescale);
     }
     template <class Pv>
-    __device__ __forceinline__ void rescale_o_before_pv(Pv &, int)
+    __device__ __forceinline__ void rescale_o_before_pv(Pv &, const float (&)[2], int)
     {
     }
 
