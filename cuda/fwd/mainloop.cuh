@@ -69,35 +69,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
 
     // Q stays in registers as the A operand of every S = Q K^T where it fits (Config::kQInRegisters): half the
     // shared-memory reads of S.
-    uint32_t q_frag[Config::kQInRegisters ? kQkSteps : 1][4];
-    auto load_q_fragments = [&]() {
-        if constexpr (!Config::kQInRegisters)
-            return;
-        // ldmatrix.x4 per K step: matrices (rows 0-7 | 8-15 of this warp's 16) x (bytes 0-15 | 16-31 of the step)
-        const uint32_t matrix = lane / 8;
-        const uint32_t row = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + 8 * (matrix % 2) + lane % 8;
-#pragma unroll
-        for (int step = 0; step < (Config::kQInRegisters ? kQkSteps : 0); ++step) {
-            const uint32_t chunk = step / kStepsPerChunk;
-            const uint32_t byte_col = (step % kStepsPerChunk) * kStepBytes + 16 * (matrix / 2);
-            ptx::ldmatrix_x4(q_frag[step], ptx::smem_addr(ss.q) + chunk * Config::kBlockM * Config::kSwizzleQk +
-                                               swizzle_offset<Config::kSwizzleQk>(row, byte_col));
-        }
-    };
-    // Descriptors of each operand's first tile, advanced per stage and K step (wgmma_desc_advance).
+    typename Policies<Config>::Scores::QFragments q_frag;
+    using Scores = typename Policies<Config>::Scores;
+    // Descriptors of this warpgroup's 64 rows of Q and of K's stage 0, advanced per stage and K step.
     const uint64_t q_desc0 = wgmma_desc<Config::kSwizzleQk>(
         ptx::smem_addr(ss.q) + consumer_index * Config::kRowsPerWarpgroup * Config::kSwizzleQk, 16);
     const uint64_t k_desc0 = wgmma_desc<Config::kSwizzleQk>(ptx::smem_addr(ss.k[0]), 16);
-    auto q_desc = [&](int step) {  // this warpgroup's 64 rows of Q in shared memory
-        const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc_advance(q_desc0, chunk * Config::kBlockM * Config::kSwizzleQk + within);
-    };
-    // A stage's descriptor once, then each K step's by a constant: one uniform add per wgmma (advancing by the sum
-    // let ptxas recompute the stage's part for every step).
-    auto k_desc = [&](uint64_t stage_desc, int step) {
-        const uint32_t chunk = step / kStepsPerChunk, within = (step % kStepsPerChunk) * kStepBytes;
-        return wgmma_desc_advance(stage_desc, chunk * Config::kBlockN * Config::kSwizzleQk + within);
-    };
 
     using Pv = typename Policies<Config>::Pv;
     Pv pv(ss);
@@ -182,30 +159,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // left the other lanes' reads unordered, which compute-sanitizer racecheck flagged in a two-stage kernel.)
 
     // S(n) = Q K(n)^T into s (issue_qk), or into s16 (issue_qk_f16: float16 scores).
-    auto issue_qk_f16 = [&](int stage) {
-        if constexpr (Config::kF16Scores) {
-            const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
-#pragma unroll
-            for (int step = 0; step < kQkSteps; ++step)
-                ptx::wgmma_m64n192k32_f16_e4m3_rs(s16, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-            ptx::wgmma_commit_group();
-        }
-    };
-    auto issue_qk = [&](int stage) {
-        const uint64_t k_stage_desc = wgmma_desc_advance(k_desc0, stage * Config::kTileKBytes);
-#pragma unroll
-        for (int step = 0; step < kQkSteps; ++step) {
-            if constexpr (Config::kIsFp8 && Config::kBlockN == 192 && Config::kQInRegisters)
-                ptx::wgmma_m64n192k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-            else if constexpr (Config::kIsFp8 && Config::kBlockN == 192)
-                ptx::wgmma_m64n192k32_f32_e4m3_ss(s, q_desc(step), k_desc(k_stage_desc, step), step > 0);
-            else if constexpr (Config::kIsFp8)
-                ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-            else
-                ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], k_desc(k_stage_desc, step), step > 0);
-        }
-        ptx::wgmma_commit_group();
-    };
     // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
     // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale
     // taking 2^shift back (exact: a power of two). shift: the least with every code's magnitude m (e4m3 codes
@@ -213,66 +166,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // The warpgroup agrees on the largest of its threads' by bar.red.or, bit by bit.
     const uint32_t vote = static_cast<uint32_t>(consumer_index == 0 ? NamedBarrier::kConsumer0Vote
                                                                     : NamedBarrier::kConsumer1Vote);
-    constexpr uint32_t kWarpgroupQBytes = Config::kRowsPerWarpgroup * Config::kSwizzleQk;  // per chunk
-    static_assert(kWarpgroupQBytes % (16 * 128) == 0, "16 bytes per thread and load");
-    // f(address): each 16 bytes of this warpgroup's rows of Q in shared memory, 16 a thread at a time.
-    auto for_each_q_piece = [&](auto f) {
-#pragma unroll
-        for (int c = 0; c < Config::kQkChunks; ++c) {
-            const uint32_t rows = ptx::smem_addr(ss.q) + c * Config::kBlockM * Config::kSwizzleQk +
-                                  consumer_index * kWarpgroupQBytes;
-#pragma unroll
-            for (uint32_t offset = 16 * thread; offset < kWarpgroupQBytes; offset += 16 * 128)
-                f(rows + offset);
-        }
-    };
-    auto q_f16_shift = [&]() {
-        uint32_t largest = 0;  // per byte
-        for_each_q_piece([&](uint32_t address) {
-            uint32_t word[4];
-            ptx::ld_shared_v4(address, word);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                largest = __vmaxu4(largest, word[i] & 0x7f7f7f7fu);
-        });
-        largest = max(max(largest & 0xff, (largest >> 8) & 0xff), max((largest >> 16) & 0xff, largest >> 24));
-        constexpr uint32_t kMax = Config::kF16ScoresQCodeMax;
-        const int own = largest > kMax ? static_cast<int>((largest - kMax + 7) / 8) : 0;
-        static_assert((0x7f - kMax + 7) / 8 < 16, "four rounds of the vote cover every shift");
-        int shift = 0;
-#pragma unroll
-        for (int bit = 8; bit > 0; bit /= 2)
-            if (ptx::bar_red_or(vote, 128, own >= shift + bit))
-                shift += bit;
-        return shift;
-    };
-    // Four e4m3 codes times 2^-shift (factor: that power of two as float16 pairs), rounded to nearest even e4m3:
-    // through float16, which holds every e4m3 value times 2^-15..1 exactly; NaN stays NaN.
-    auto scale_q_codes = [&](uint32_t codes, uint32_t factor) {
-        const uint32_t lo = ptx::mul_rn_f16x2(ptx::cvt_rn_f16x2_e4m3x2(static_cast<uint16_t>(codes)), factor);
-        const uint32_t hi = ptx::mul_rn_f16x2(ptx::cvt_rn_f16x2_e4m3x2(static_cast<uint16_t>(codes >> 16)), factor);
-        return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(lo)) |
-               static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(hi)) << 16;
-    };
-    // This warpgroup's q codes times 2^-shift, in its Q fragments (float16 scores hold Q in registers).
-    auto scale_q = [&](int shift) {
-        const uint32_t factor = ptx::cvt_rn_f16x2_splat(ldexpf(1.0f, -shift));
-#pragma unroll
-        for (int step = 0; step < (Config::kQInRegisters ? kQkSteps : 0); ++step)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                q_frag[step][i] = scale_q_codes(q_frag[step][i], factor);
-    };
-
     if (consumer_index == 1)
         turns.pass();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
-    int q_shift = 0;  // float16 scores: q's codes times 2^-q_shift, the score scale times 2^q_shift
-    if constexpr (Config::kF16Scores)
-        q_shift = q_f16_shift();
+    // float16 scores: q's codes times 2^-q_shift, the score scale times 2^q_shift
+    const int q_shift = Scores::q_code_shift(ss, consumer_index, thread, vote);
+    auto load_q_fragments = [&]() { Scores::load_q_fragments(q_frag, ss, consumer_index, lane, warp); };
     load_q_fragments();
     if (q_shift != 0)  // uniform over the warpgroup
-        scale_q(q_shift);
+        Scores::scale_q(q_frag, q_shift);
     const float q_unshift = ldexpf(1.0f, q_shift);
     if constexpr (Config::kQInRegisters) {
         // Q is in registers: the next item's may come. ldmatrix read Q through the generic proxy and TMA writes the
@@ -301,17 +203,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         }
         // The steps that differ by S's type.
         auto issue_scores = [&](int stage) {
-            if constexpr (decltype(f16)::value)
-                issue_qk_f16(stage);
-            else
-                issue_qk(stage);
+            Scores::issue(pick<decltype(f16)::value>(s, s16), q_frag, q_desc0, k_desc0, stage);
         };
-        auto fence_scores = [&]() {
-            if constexpr (decltype(f16)::value)
-                ptx::fence_registers(s16);
-            else
-                ptx::fence_registers(s);
-        };
+        auto fence_scores = [&]() { ptx::fence_registers(pick<decltype(f16)::value>(s, s16)); };
         auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
             softmax.step(mask, it, pick<decltype(f16)::value>(s, s16), scale_log2, rescale, codes);
         };

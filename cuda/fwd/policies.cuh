@@ -4,6 +4,8 @@
 #include <type_traits>
 
 #include "fwd/pv.cuh"
+#include "fwd/scores.cuh"
+#include "fwd/scores_f16.cuh"
 #include "fwd/softmax_codes.cuh"
 #include "fwd/softmax_exp2.cuh"
 
@@ -11,6 +13,7 @@ namespace fp {
 
 template <class Config>
 struct Policies {
+    using Scores = std::conditional_t<Config::kF16Scores, F16Scores<Config>, F32Scores<Config>>;
     using Softmax = std::conditional_t<
         Config::kF16Scores, F16CodesSoftmax<Config>,
         std::conditional_t<Config::kPCodes, CodesSoftmax<Config>,

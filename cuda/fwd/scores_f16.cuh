@@ -20,45 +20,31 @@ struct F16Scores : QkOperands<Config> {
     using Registers = uint32_t[kRegs];
     static_assert(Config::kQInRegisters, "float16 scores scale q's codes in its registers");
 
-    using Base::Base;
-    __device__ __forceinline__ static void clear(Registers &s)
+    __device__ __forceinline__ static void issue(Registers &s, const typename Base::QFragments &q_frag, uint64_t,
+                                                 uint64_t k_desc0, int stage)
     {
-#pragma unroll
-        for (int j = 0; j < kRegs; ++j)
-            s[j] = 0u;
-    }
-    // The tile's score scale times 2^shift (q_unshift), what q's codes gave up.
-    __device__ __forceinline__ static float scale_log2(float tile_scale_log2, float q_unshift)
-    {
-        return tile_scale_log2 * q_unshift;
-    }
-    __device__ __forceinline__ void issue(Registers &s, int stage) const
-    {
-        const uint64_t k_stage = this->k_stage_desc(stage);
+        const uint64_t k_stage_desc = Base::k_stage_desc(k_desc0, stage);
 #pragma unroll
         for (int step = 0; step < Base::kQkSteps; ++step)
-            ptx::wgmma_m64n192k32_f16_e4m3_rs(s, this->q_frag[step], Base::k_desc(k_stage, step), step > 0);
+            ptx::wgmma_m64n192k32_f16_e4m3_rs(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
         ptx::wgmma_commit_group();
     }
-    __device__ __forceinline__ static void fence(Registers &s) { ptx::fence_registers(s); }
 
-    // shift: the least with every code's magnitude m (e4m3 codes order as their magnitudes, 8 codes a binade) at
-    // most the bound, m - 8 shift <= max; 0 where they all fit. The warpgroup agrees on the largest of its threads'
-    // by bar.red.or, bit by bit.
-    __device__ __forceinline__ static int q_code_shift(const FwdSharedStorage<Config> &ss,
-                                                       const ConsumerThread<Config> &me)
+    // shift: the least with every code's magnitude m (e4m3 codes order as their magnitudes, 8 codes a binade) at most
+    // the bound, m - 8 shift <= max; 0 where they all fit. The warpgroup agrees on the largest of its threads' by
+    // bar.red.or on its barrier `vote`, bit by bit.
+    __device__ __forceinline__ static int q_code_shift(const FwdSharedStorage<Config> &ss, int consumer_index,
+                                                       uint32_t thread, uint32_t vote)
     {
-        const uint32_t vote = static_cast<uint32_t>(me.index == 0 ? NamedBarrier::kConsumer0Vote
-                                                                  : NamedBarrier::kConsumer1Vote);
         constexpr uint32_t kWarpgroupQBytes = Config::kRowsPerWarpgroup * Config::kSwizzleQk;  // per chunk
         static_assert(kWarpgroupQBytes % (16 * 128) == 0, "16 bytes per thread and load");
         uint32_t largest = 0;  // per byte
 #pragma unroll
         for (int c = 0; c < Config::kQkChunks; ++c) {
             const uint32_t rows = ptx::smem_addr(ss.q) + c * Config::kBlockM * Config::kSwizzleQk +
-                                  me.index * kWarpgroupQBytes;
+                                  consumer_index * kWarpgroupQBytes;
 #pragma unroll
-            for (uint32_t offset = 16 * me.thread; offset < kWarpgroupQBytes; offset += 16 * 128) {
+            for (uint32_t offset = 16 * thread; offset < kWarpgroupQBytes; offset += 16 * 128) {
                 uint32_t word[4];
                 ptx::ld_shared_v4(rows + offset, word);
 #pragma unroll
@@ -87,14 +73,14 @@ struct F16Scores : QkOperands<Config> {
                static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f16x2(hi)) << 16;
     }
     // This warpgroup's q codes times 2^-shift, in its Q fragments.
-    __device__ __forceinline__ void scale_q(int shift)
+    __device__ __forceinline__ static void scale_q(typename Base::QFragments &q_frag, int shift)
     {
         const uint32_t factor = ptx::cvt_rn_f16x2_splat(ldexpf(1.0f, -shift));
 #pragma unroll
         for (int step = 0; step < Base::kQkSteps; ++step)
 #pragma unroll
             for (int i = 0; i < 4; ++i)
-                this->q_frag[step][i] = scale_q_codes(this->q_frag[step][i], factor);
+                q_frag[step][i] = scale_q_codes(q_frag[step][i], factor);
     }
 };
 
