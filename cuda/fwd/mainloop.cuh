@@ -105,8 +105,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         Config::kPCodes  ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)
         : Config::kPvF16 ? wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128)
                          : wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV);
-    // e4m3 codes where the sums take a wgmma of their own: stage 0's rows of ones (any 8 rows of ones will do).
-    const uint64_t ones_desc = wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]) + VtLayout<Config::kBlockN>::kMainBytes, 16);
     // e4m3 codes at 192 keys: positions 128-191 of V^T in 64-byte rows (VtLayout).
     const uint64_t vt_tail_desc0 =
         wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + VtLayout<Config::kBlockN>::kTailOffset, 16);
@@ -114,9 +112,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // slots' distance: derived from the slot index each tile, ptxas rebuilt the shared-window base (S2UR and ~14
     // dependent instructions) inside the turn window.
     constexpr int32_t kVSlotBytes = Config::kIsFp8 ? Config::kTileVtBytes : Config::kTileVBytes;
-    struct PvDescriptors {
-        uint64_t main, tail;
-    };
     auto pv_descriptors = [&](int stage) {
         const uint32_t stage_bytes = stage * kVSlotBytes;
         return PvDescriptors{wgmma_desc_advance(v_desc0, stage_bytes), wgmma_desc_advance(vt_tail_desc0, stage_bytes)};
@@ -125,39 +120,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         d.main = wgmma_desc_move(d.main, (to - from) * kVSlotBytes);
         d.tail = wgmma_desc_move(d.tail, (to - from) * kVSlotBytes);
     };
-    auto issue_pv = [&](const PvDescriptors &d, const uint32_t (&p)[kPRegs]) {
-#pragma unroll
-        for (int step = 0; step < kPvSteps; ++step) {
-            const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
-            if constexpr (Config::kPCodes) {
-                constexpr int kMainSteps = 128 / Config::kPvMmaK;
-                const uint64_t desc_v =
-                    step < kMainSteps
-                        ? wgmma_desc_advance(d.main, step * kStepBytes)
-                        : wgmma_desc_advance(d.tail, (step - kMainSteps) * kStepBytes);
-                if constexpr (Config::kSumsInPv) {
-                    ptx::wgmma_m64n136k32_f32_e4m3_rs(o, a, desc_v, 1);
-                } else {
-                    ptx::wgmma_m64n128k32_f32_e4m3_rs(reinterpret_cast<float(&)[kAccRegs]>(o), a, desc_v, 1);
-                    ptx::wgmma_m64n8k32_f32_e4m3_rs(reinterpret_cast<float(&)[4]>(o[kAccRegs]), a, ones_desc,
-                                                    step > 0);
-                }
-            } else if constexpr (Config::kPvF16) {  // 16 key rows of 128 bytes per step
-                const uint64_t desc_v = wgmma_desc_advance(d.main, step * 16 * 128);
-                ptx::wgmma_m64n128k16_f32_f16_rs_mn(o, a, desc_v, 1);
-            } else {
-                const uint64_t desc_v = wgmma_desc_advance(d.main, step * Input::kMmaK * Config::kSwizzleV);
-                ptx::wgmma_m64n128k16_f32_bf16_rs<1>(o, a, desc_v, 1);
-            }
-        }
-    };
-    // A test that does not wait first, and the waiting try_wait only where V has not landed: ptxas hoists the test into
-    // the softmax, as it did the try_wait when that was the only one, which then held the rest of the softmax behind
-    // a late V (the DeepSeek shape at 4k x 4, bench/NOTES.md); the waiting, where there is any, now comes after it.
-    // Every consumer thread arrives (the barriers count threads): each thread's release-arrive orders its own reads
-    // of the slot (the tile, its descale) before the producer overwrites it. (One arrival per warp from lane 0
-    // left the other lanes' reads unordered, which compute-sanitizer racecheck flagged in a two-stage kernel.)
-
+    auto issue_pv = [&](const PvDescriptors &d, const uint32_t (&p)[kPRegs]) { pv.issue(d, p); };
     // S(n) = Q K(n)^T into s (issue_qk), or into s16 (issue_qk_f16: float16 scores).
     // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
     // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale

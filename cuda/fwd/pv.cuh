@@ -51,39 +51,25 @@ struct PvAccumulator {
     __device__ __forceinline__ void add_last_sums(float (&)[2]) {}
 };
 
-// One descriptor carried from slot to slot of a ring of kSlotBytes slots.
-template <int32_t kSlotBytes>
-struct SlotDescriptor {
-    uint64_t desc;
-    __device__ __forceinline__ void move(int from, int to) { desc = wgmma_desc_move(desc, (to - from) * kSlotBytes); }
+// The descriptors of the V slot whose P.V is next: V's (V^T's positions 0-127) and, at 192 keys, those of V^T's
+// positions 128-191.
+struct PvDescriptors {
+    uint64_t main, tail;
 };
 
 template <class Config>
 struct Bf16Pv : PvAccumulator<Config, 0> {
     using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVBytes;
-    struct Descriptors {
-        SlotDescriptor<kSlotBytes> main;
-        __device__ __forceinline__ void move(int from, int to) { main.move(from, to); }
-    };
-    uint64_t v_desc0;  // stage 0's V (MN-major)
-
-    __device__ __forceinline__ explicit Bf16Pv(FwdSharedStorage<Config> &ss)
-        : v_desc0(wgmma_desc_sw128(ptx::smem_addr(ss.v[0]), Config::kBlockN * Config::kSwizzleV))
-    {
-    }
-    __device__ __forceinline__ Descriptors descriptors(int stage) const
-    {
-        return {{wgmma_desc_advance(v_desc0, stage * kSlotBytes)}};
-    }
+    __device__ __forceinline__ explicit Bf16Pv(FwdSharedStorage<Config> &) {}
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
+    __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
-            const uint64_t desc_v = wgmma_desc_advance(d.main.desc, step * Config::Input::kMmaK * Config::kSwizzleV);
+            const uint64_t desc_v = wgmma_desc_advance(d.main, step * Config::Input::kMmaK * Config::kSwizzleV);
             ptx::wgmma_m64n128k16_f32_bf16_rs<1>(this->o, a, desc_v, 1);
         }
     }
@@ -93,28 +79,15 @@ template <class Config>
 struct F16Pv : PvAccumulator<Config, 0> {
     using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVtBytes;
-    struct Descriptors {
-        SlotDescriptor<kSlotBytes> main;
-        __device__ __forceinline__ void move(int from, int to) { main.move(from, to); }
-    };
-    uint64_t v_desc0;  // stage 0's widened V (MN-major: two column chunks of 64 dims)
-
-    __device__ __forceinline__ explicit F16Pv(FwdSharedStorage<Config> &ss)
-        : v_desc0(wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), Config::kBlockN * 128))
-    {
-    }
-    __device__ __forceinline__ Descriptors descriptors(int stage) const
-    {
-        return {{wgmma_desc_advance(v_desc0, stage * kSlotBytes)}};
-    }
+    __device__ __forceinline__ explicit F16Pv(FwdSharedStorage<Config> &) {}
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
+    __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
-            const uint64_t desc_v = wgmma_desc_advance(d.main.desc, step * 16 * 128);  // 16 key rows of 128 bytes
+            const uint64_t desc_v = wgmma_desc_advance(d.main, step * 16 * 128);  // 16 key rows of 128 bytes
             ptx::wgmma_m64n128k16_f32_f16_rs_mn(this->o, a, desc_v, 1);
         }
     }
@@ -129,39 +102,22 @@ struct CodesPv : PvAccumulator<Config, 4> {
     using Layout = VtLayout<Config::kBlockN>;
     static constexpr int32_t kSlotBytes = Config::kTileVtBytes;
     static constexpr int kStepBytes = 32;  // keys per wgmma, one byte each
-    struct Descriptors {
-        SlotDescriptor<kSlotBytes> main, tail;  // V^T's positions 0-127 and (192 keys) 128-191
-        __device__ __forceinline__ void move(int from, int to)
-        {
-            main.move(from, to);
-            tail.move(from, to);
-        }
-    };
-    uint64_t v_desc0;        // stage 0's V^T (K-major)
-    uint64_t ones_desc;      // 128 keys: stage 0's rows of ones (any 8 rows of ones will do), for the m64n8 wgmma
-    uint64_t tail_desc0;     // 192 keys: positions 128-191 of stage 0's V^T, in 64-byte rows
+    uint64_t ones_desc;  // 128 keys: stage 0's rows of ones (any 8 rows of ones will do), for the m64n8 wgmma
 
     __device__ __forceinline__ explicit CodesPv(FwdSharedStorage<Config> &ss)
-        : v_desc0(wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]), 16)),
-          ones_desc(wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]) + Layout::kMainBytes, 16)),
-          tail_desc0(wgmma_desc<64>(ptx::smem_addr(ss.vt[0]) + Layout::kTailOffset, 16))
+        : ones_desc(wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]) + Layout::kMainBytes, 16))
     {
-    }
-    __device__ __forceinline__ Descriptors descriptors(int stage) const
-    {
-        const uint32_t stage_bytes = stage * kSlotBytes;
-        return {{wgmma_desc_advance(v_desc0, stage_bytes)}, {wgmma_desc_advance(tail_desc0, stage_bytes)}};
     }
     __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
     __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
-    __device__ __forceinline__ void issue(const Descriptors &d, const uint32_t (&p)[Base::kPRegs])
+    __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
         constexpr int kMainSteps = 128 / Config::kPvMmaK;
 #pragma unroll
         for (int step = 0; step < this->kPvSteps; ++step) {
             const uint32_t a[4] = {p[4 * step], p[4 * step + 1], p[4 * step + 2], p[4 * step + 3]};
-            const uint64_t desc_v = step < kMainSteps ? wgmma_desc_advance(d.main.desc, step * kStepBytes)
-                                                      : wgmma_desc_advance(d.tail.desc, (step - kMainSteps) * kStepBytes);
+            const uint64_t desc_v = step < kMainSteps ? wgmma_desc_advance(d.main, step * kStepBytes)
+                                                      : wgmma_desc_advance(d.tail, (step - kMainSteps) * kStepBytes);
             if constexpr (Config::kSumsInPv) {
                 ptx::wgmma_m64n136k32_f32_e4m3_rs(this->o, a, desc_v, 1);
             } else {
