@@ -116,11 +116,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         const uint32_t stage_bytes = stage * kVSlotBytes;
         return PvDescriptors{wgmma_desc_advance(v_desc0, stage_bytes), wgmma_desc_advance(vt_tail_desc0, stage_bytes)};
     };
-    auto move_pv_descriptors = [&](PvDescriptors &d, int from, int to) {
-        d.main = wgmma_desc_move(d.main, (to - from) * kVSlotBytes);
-        d.tail = wgmma_desc_move(d.tail, (to - from) * kVSlotBytes);
-    };
-    auto issue_pv = [&](const PvDescriptors &d, const uint32_t (&p)[kPRegs]) { pv.issue(d, p); };
     // S(n) = Q K(n)^T into s (issue_qk), or into s16 (issue_qk_f16: float16 scores).
     // Float16 scores (Config::kF16Scores): q's codes are brought within kF16ScoresQCodeMax, so that no partial sum
     // of S can pass float16's range, by a power of two 2^-shift per item and warpgroup (64 rows), the score scale
@@ -164,63 +159,50 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             for (int e = 0; e < kSRegs; ++e)
                 s[e] = 0.0f;
         }
-        // The steps that differ by S's type.
-        auto issue_scores = [&](int stage) {
-            Scores::issue(pick<decltype(f16)::value>(s, s16), q_frag, q_desc0, k_desc0, stage);
-        };
-        auto fence_scores = [&]() { ptx::fence_registers(pick<decltype(f16)::value>(s, s16)); };
-        auto softmax_step = [&](int it, float scale_log2, float (&rescale)[2], uint32_t (&codes)[kPRegs]) {
-            softmax.step(mask, it, pick<decltype(f16)::value>(s, s16), scale_log2, rescale, codes);
-        };
-        auto scores_scale_log2 = [&](int stage) {  // float16: times 2^q_shift, what q's codes gave up (exact)
-            if constexpr (decltype(f16)::value)
-                return k_tile_scale_log2(args, ss, stage) * q_unshift;
-            else
-                return k_tile_scale_log2(args, ss, stage);
-        };
-        auto pack = [&]() {  // P's A fragments from what the softmax left, once P.V is done with them
-            softmax.pack(pick<decltype(f16)::value>(s, s16), p_run);
-        };
+        auto &s_regs = pick<decltype(f16)::value>(s, s16);
+        // float16 scores: times 2^q_shift, what q's codes gave up (exact)
+        const float q_scale_factor = q_unshift;
         {  // iteration 0: no P.V yet
             const int stage = rings.kv.stage, vt = rings.vt().stage;
             const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
             rings.advance();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = scores_scale_log2(stage);
+            const float scale_log2 = Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_scale_factor);
             turns.take();
             ptx::wgmma_fence();
-            issue_scores(stage);
+            Scores::issue(s_regs, q_frag, q_desc0, k_desc0, stage);
             turns.pass();
             ptx::wgmma_wait_group<0>();
-            fence_scores();
+            ptx::fence_registers(s_regs);
             ptx::mbarrier_arrive(&ss.k_empty[stage]);
             float rescale[2];  // O is still zero
-            softmax_step(0, scale_log2, rescale, p_run);
+            softmax.step(mask, 0, s_regs, scale_log2, rescale, p_run);
             mbarrier_wait_tested(Pv::full(ss, vt), vt_phase);  // for P(0) V(0), issued in the next iteration
-            softmax.finish_first(pick<decltype(f16)::value>(s, s16), o, rescale);
-            pack();
+            softmax.finish_first(s_regs, o, rescale);
+            softmax.pack(s_regs, p_run);
         }
-        // KV tile `it`, K in stage `stage` (filled for the phase-th time, mod 2) and V^T in `vt` (vt_phase): P(it-1)
-        // V(it-1) from p_run and V^T slot prev_vt, P(it) into p_new.
-        auto iteration = [&](int it, int stage, uint32_t phase, int vt, uint32_t vt_phase, int prev_vt) {
+        for (int it = 1; it < range.end; ++it) {
+            const int stage = rings.kv.stage, vt = rings.vt().stage;
+            const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
+            rings.advance();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = scores_scale_log2(stage);
+            const float scale_log2 = Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_scale_factor);
             turns.take();
             ptx::wgmma_fence();
-            issue_scores(stage);
+            Scores::issue(s_regs, q_frag, q_desc0, k_desc0, stage);
             const int v_exponent = v_tile_exponent(ss, prev_vt);  // the unit P(n-1) V(n-1) adds in
             softmax.rescale_o_before_pv(pv, pending_rescale, it == 1 ? 0 : o_exponent - v_exponent);  // under S(n)
             o_exponent = v_exponent;
             ptx::wgmma_fence();
-            issue_pv(pv_desc, p_run);
+            pv.issue(pv_desc, p_run);
             ptx::wgmma_commit_group();
             turns.pass();
 
             ptx::wgmma_wait_group<1>();  // S(n) is done, P(n-1) V(n-1) may still run
-            fence_scores();
+            ptx::fence_registers(s_regs);
             ptx::mbarrier_arrive(&ss.k_empty[stage]);
             float rescale[2];
-            softmax_step(it, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
+            softmax.step(mask, it, s_regs, scale_log2, rescale, p_new);  // codes into the free buffer; else p in s, packed below
             // V(n) for the next iteration's P.V. Waiting here also closes the softmax's basic block: ptxas
             // schedules within blocks, and put a wait_group in the same block as the softmax before all of it
             // (bench/NOTES.md v11), which left P(n-1) V(n-1) and the softmax without overlap.
@@ -230,15 +212,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             ptx::fence_registers(o);
             ptx::mbarrier_arrive(Pv::empty(ss, prev_vt));
             pv.add_tile_sums(row_sum, rescale);
-            softmax.finish(pick<decltype(f16)::value>(s, s16), o, rescale, pending_rescale);
-            pack();  // P(n-1) V(n-1) is done with it
-        };
-        for (int it = 1; it < range.end; ++it) {
-            const int stage = rings.kv.stage, vt = rings.vt().stage;
-            const uint32_t phase = rings.kv.phase, vt_phase = rings.vt().phase;
-            rings.advance();
-            iteration(it, stage, phase, vt, vt_phase, prev_vt);
-            move_pv_descriptors(pv_desc, prev_vt, vt);
+            softmax.finish(s_regs, o, rescale, pending_rescale);
+            softmax.pack(s_regs, p_run);  // P(n-1) V(n-1) is done with it
+            pv_desc.move<Pv::kSlotBytes>(prev_vt, vt);
             prev_vt = vt;
             // P(n) to the buffer the next P.V reads (16 moves; two buffers taking turns over a loop unrolled by two
             // let ptxas sink the softmax below the P(n-1) V(n-1) wait in one of the two copies).
@@ -262,7 +238,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         pv.rescale(pending_rescale, last == 0 ? 0 : o_exponent - v_exponent);
         o_exponent = v_exponent;
         ptx::wgmma_fence();
-        issue_pv(pv_desc, p_run);
+        pv.issue(pv_desc, p_run);
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::fence_registers(o);

@@ -55,6 +55,14 @@ struct PvAccumulator {
 // positions 128-191.
 struct PvDescriptors {
     uint64_t main, tail;
+    // From slot `from` to slot `to` of a ring of kSlotBytes slots: derived from the slot index each tile, ptxas
+    // rebuilt the shared-window base (S2UR and ~14 dependent instructions) inside the turn window.
+    template <int32_t kSlotBytes>
+    __device__ __forceinline__ void move(int from, int to)
+    {
+        main = wgmma_desc_move(main, (to - from) * kSlotBytes);
+        tail = wgmma_desc_move(tail, (to - from) * kSlotBytes);
+    }
 };
 
 template <class Config>

@@ -72,6 +72,7 @@ struct F32Scores : QkOperands<Config> {
         return 0;
     }
     __device__ __forceinline__ static void scale_q(typename Base::QFragments &, int) {}
+    __device__ __forceinline__ static float scale_log2(float tile_scale_log2, float) { return tile_scale_log2; }
 
     __device__ __forceinline__ static void issue(Registers &s, const typename Base::QFragments &q_frag,
                                                  uint64_t q_desc0, uint64_t k_desc0, int stage)

@@ -20,6 +20,11 @@ struct F16Scores : QkOperands<Config> {
     using Registers = uint32_t[kRegs];
     static_assert(Config::kQInRegisters, "float16 scores scale q's codes in its registers");
 
+    // The tile's score scale times 2^shift (q_unshift), what q's codes gave up.
+    __device__ __forceinline__ static float scale_log2(float tile_scale_log2, float q_unshift)
+    {
+        return tile_scale_log2 * q_unshift;
+    }
     __device__ __forceinline__ static void issue(Registers &s, const typename Base::QFragments &q_frag, uint64_t,
                                                  uint64_t k_desc0, int stage)
     {
