@@ -81,8 +81,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     auto &o = pv.o;
     // S(n): float32 accumulators, or float16 pairs in the same registers' first half where the item's scores may be
     // (Config::kF16Scores).
-    float s[kSRegs];
-    auto &s16 = reinterpret_cast<uint32_t(&)[kSRegs / 2]>(s);
+    typename Scores::Registers s;
     // P(n-1), read by the running P(n-1) V(n-1), and P(n), which the softmax of S(n) fills meanwhile where P is
     // double-buffered (Config::kPDoubleBuffered; p_new is unused elsewhere).
     uint32_t p_run[kPRegs], p_new[kPRegs];
@@ -148,18 +147,9 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     int prev_vt = rings.vt().stage;  // the V^T (bf16: V) slot of the tile whose P.V is next
     PvDescriptors pv_desc = pv_descriptors(prev_vt);
     // Every KV tile but the last P.V, with S in s (f16: std::false_type) or in s16 (std::true_type).
-    auto run_tiles = [&](auto f16) {
-        // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read)
-        if constexpr (decltype(f16)::value) {
-#pragma unroll
-            for (int j = 0; j < kSRegs / 2; ++j)
-                s16[j] = 0u;
-        } else {
-#pragma unroll
-            for (int e = 0; e < kSRegs; ++e)
-                s[e] = 0.0f;
-        }
-        auto &s_regs = pick<decltype(f16)::value>(s, s16);
+    auto run_tiles = [&]() {
+        Scores::clear(s);
+        auto &s_regs = s;
         // float16 scores: times 2^q_shift, what q's codes gave up (exact)
         const float q_scale_factor = q_unshift;
         {  // iteration 0: no P.V yet
@@ -225,10 +215,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             }
         }
     };
-    if constexpr (Config::kF16Scores)
-        run_tiles(std::true_type{});
-    else
-        run_tiles(std::false_type{});
+    run_tiles();
     if constexpr (!Config::kQInRegisters)
         ptx::mbarrier_arrive(&ss.q_empty);  // the last S = Q K^T is done
     {  // the last P.V

@@ -65,6 +65,13 @@ struct F32Scores : QkOperands<Config> {
     using Base = QkOperands<Config>;
     static constexpr int kRegs = Config::kBlockN / 2;  // an m64nN accumulator
     using Registers = float[kRegs];
+    // S's registers: whatever the last item left (the accumulators are overwritten, but asm operands are read).
+    __device__ __forceinline__ static void clear(Registers &s)
+    {
+#pragma unroll
+        for (int e = 0; e < kRegs; ++e)
+            s[e] = 0.0f;
+    }
 
     // Float32 scores cannot overflow: q's codes keep their scale.
     __device__ __forceinline__ static int q_code_shift(const FwdSharedStorage<Config> &, int, uint32_t, uint32_t)

@@ -18,6 +18,12 @@ struct F16Scores : QkOperands<Config> {
     using Base = QkOperands<Config>;
     static constexpr int kRegs = Config::kBlockN / 4;  // float16 pairs of an m64nN accumulator
     using Registers = uint32_t[kRegs];
+    __device__ __forceinline__ static void clear(Registers &s)
+    {
+#pragma unroll
+        for (int j = 0; j < kRegs; ++j)
+            s[j] = 0u;
+    }
     static_assert(Config::kQInRegisters, "float16 scores scale q's codes in its registers");
 
     // The tile's score scale times 2^shift (q_unshift), what q's codes gave up.
