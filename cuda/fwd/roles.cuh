@@ -32,11 +32,6 @@ struct ConsumerThread {
         lane = thread % 32;
         warp = thread / 32;
     }
-    // This thread's first row within the query tile (the second is 8 further: softmax.cuh's accumulator layout).
-    __device__ __forceinline__ int row_in_tile() const
-    {
-        return static_cast<int>(index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4);
-    }
 };
 
 // The consumer warpgroups take turns issuing their wgmma (kEnabled), so that one's softmax overlaps the other's
