@@ -1,8 +1,7 @@
-// Which scores, softmax and P.V policies a kernel's configuration takes.
+// The scores, softmax and P.V policies of a kernel, one per enum value its configuration picks (config.cuh).
 #pragma once
 
-#include <type_traits>
-
+#include "fwd/config.cuh"
 #include "fwd/pv.cuh"
 #include "fwd/scores.cuh"
 #include "fwd/scores_f16.cuh"
@@ -11,15 +10,56 @@
 
 namespace fp {
 
+template <class Config, ScoreKind>
+struct ScoresOf;
+template <class Config>
+struct ScoresOf<Config, ScoreKind::kF32> {
+    using type = F32Scores<Config>;
+};
+template <class Config>
+struct ScoresOf<Config, ScoreKind::kF16> {
+    using type = F16Scores<Config>;
+};
+
+template <class Config, SoftmaxKind>
+struct SoftmaxOf;
+template <class Config>
+struct SoftmaxOf<Config, SoftmaxKind::kExp2> {
+    using type = Exp2Softmax<Config>;
+};
+template <class Config>
+struct SoftmaxOf<Config, SoftmaxKind::kLazyExp2> {
+    using type = LazyExp2Softmax<Config>;
+};
+template <class Config>
+struct SoftmaxOf<Config, SoftmaxKind::kCodes> {
+    using type = CodesSoftmax<Config>;
+};
+template <class Config>
+struct SoftmaxOf<Config, SoftmaxKind::kF16Codes> {
+    using type = F16CodesSoftmax<Config>;
+};
+
+template <class Config, PKind>
+struct PvOf;
+template <class Config>
+struct PvOf<Config, PKind::kBf16> {
+    using type = Bf16Pv<Config>;
+};
+template <class Config>
+struct PvOf<Config, PKind::kF16> {
+    using type = F16Pv<Config>;
+};
+template <class Config>
+struct PvOf<Config, PKind::kE4m3Codes> {
+    using type = CodesPv<Config>;
+};
+
 template <class Config>
 struct Policies {
-    using Scores = std::conditional_t<Config::kF16Scores, F16Scores<Config>, F32Scores<Config>>;
-    using Softmax = std::conditional_t<
-        Config::kF16Scores, F16CodesSoftmax<Config>,
-        std::conditional_t<Config::kPCodes, CodesSoftmax<Config>,
-                           std::conditional_t<Config::kLazyMax, LazyExp2Softmax<Config>, Exp2Softmax<Config>>>>;
-    using Pv = std::conditional_t<Config::kPCodes, CodesPv<Config>,
-                                  std::conditional_t<Config::kPvF16, F16Pv<Config>, Bf16Pv<Config>>>;
+    using Scores = typename ScoresOf<Config, Config::kScores>::type;
+    using Softmax = typename SoftmaxOf<Config, Config::kSoftmax>::type;
+    using Pv = typename PvOf<Config, Config::kP>::type;
 };
 
 }  // namespace fp
