@@ -1,5 +1,5 @@
-// Exp-free FP8 probabilities (DESIGN.md "Exp-free FP8 probability"): the e4m3 code of each probability,
-// computed by one FFMA and half a conversion instead of FFMA + MUFU.EX2 + conversion.
+// Exp-free FP8 probabilities: the e4m3 code of each probability, computed by one FFMA and half a conversion instead
+// of FFMA + MUFU.EX2 + conversion (the MUFU pipe, 16 a clock and SM, limits the softmax otherwise).
 //
 // For p' = 2^u (u = t - max + offset, t = score * scale_log2), the e4m3 code of a normal value is close to
 // b = 8u + 56 - c (a linear mantissa, centred by c = 0.34 code steps). One FFMA computes y = b * 2^-24 (all its
@@ -7,11 +7,11 @@
 // such y to float16 subnormals, whose bits are round(b) (ties to even), or 0 where b < 0 (relu). A float16
 // subnormal holds up to 1023, and b <= 120.5. So the code is the low byte of each half, and one byte
 // permute packs four codes, two halves from each of two conversions, straight into the A fragment of the
-// P.V wgmma: per four probabilities 4 FFMA + 2 F2FP + 1 PRMT (the integer-clamp encoder before it needed
-// 4 FFMA + 4 IMNMX + 3 PRMT; the gfx950 kernel does the same with v_cvt_pk_f16_f32 and clamp). Codes below 0
+// P.V wgmma: per four probabilities 4 FFMA + 2 F2FP + 1 PRMT (the gfx950 kernel does the same with v_cvt_pk_f16_f32
+// and clamp). Codes below 0
 // (p' < 2^-7 once subnormal, p below 2^-15 of the row max) become code 0; codes 1-7 are kept and read as e4m3
-// subnormals (the "linear" rule of flashprefill.fp8). The numpy model, bit for bit: flashprefill.fp8.expfree_codes(encoder="f16");
-// worst relative error of one probability: 7.55%.
+// subnormals (the "linear" rule of flashprefill.fp8). The numpy model, bit for bit:
+// flashprefill.fp8.expfree_codes(encoder="f16"); worst relative error of one probability: 7.55%.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@
 
 namespace fp {
 
-// The per-step operations of an encoder E (ExpFree, Exp2Codes), each a value E::prepared(s, a, b[half]) of a raw
+// The per-step operations of an encoder E (ExpFree), each a value E::prepared(s, a, b[half]) of a raw
 // score and E::pack of a step's 16 prepared values into the A fragment of P.V.
 template <class E>
 struct StepEncoder {
@@ -65,7 +65,10 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
     }
 
     // The multiplier of the raw scores: 8 scale_log2 code steps per unit of log2.
-    __device__ __forceinline__ static float score_multiplier(float scale_log2) { return scale_log2 * (8.0f * kCodeUnit); }
+    __device__ __forceinline__ static float score_multiplier(float scale_log2)
+    {
+        return scale_log2 * (8.0f * kCodeUnit);
+    }
 
     // The value whose float16 rounding is a probability's code: y = b 2^-24, one FFMA of the raw score.
     __device__ __forceinline__ static float prepared(float s, float multiplier, float row_constant)
@@ -74,7 +77,7 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
     }
 
     // The A fragment of P for K step `step` (32 keys) from the prepared values y of the step's 16 accumulator
-    // elements (16 step .. 16 step + 15). Keys are in the order of fp8_transpose.cuh: per 16-column group, a
+    // elements (16 step .. 16 step + 15). Keys are in the order of transpose_v.cuh: per 16-column group, a
     // thread's columns {2c, 2c+1, 2c+8, 2c+9}.
     template <int kPRegs>
     __device__ __forceinline__ static void pack(const float (&y)[16], int step, uint32_t (&p)[kPRegs])

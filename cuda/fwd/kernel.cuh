@@ -1,30 +1,10 @@
 // The Hopper forward kernel: a persistent grid of CTAs, each taking work items of (128 query rows, query head,
-// batch) in turn (work_index), warp-specialised; the producer loads the next item's tiles while the consumers
-// finish the last one.
-//
-//   warpgroup 0 (producer): two threads issue every TMA load (Q once and K per KV tile of kBlockN keys; V per
-//                           tile; one thread all of them where FwdConfig::kKvFromOneLane), kStages deep, and pass
-//                           each tile's fp8 descale beside it.
-//   fp8 only, warpgroup 1 (or warps 1-3 of warpgroup 0 at 192 keys a tile): turns each V tile into V^T for P.V
-//   (fp8_transpose.cuh), or widens it to float16 where P is float16 (fp8_widen.cuh). A prepared v
-//   (FwdConfig::kVPrepared) is V^T already: the V lane loads it into V^T's slots, and no warp converts.
-//   the last two warpgroups (consumers): 64 query rows each, Q held in registers (loaded once with ldmatrix)
-//   where it fits (FwdConfig::kQInRegisters), else read from shared memory by each S.
-//   Per KV tile n (keys visited from the diagonal down):
-//       [my turn]  S(n) = Q K(n)^T           wgmma, A = Q (registers or shared memory), B = K from shared memory
-//                  O *= the factor of softmax n-1 (under S(n): O is idle until the next wgmma)
-//                  O += P(n-1) V(n-1)        wgmma, A = P from registers (e4m3 codes: B has rows of ones below
-//                                            V^T, so O's accumulator gets P's row sums in 8 more columns)
-//       [your turn]
-//       wait S(n); online max; P(n) = 2^(S * scale_log2 - shift): bf16 (and fp8's float16 P) by ex2 in place,
-//           fp8 as e4m3 codes computed exp-free (expfree.cuh), from float16 scores where the call asks for
-//           them (f16_scores.cuh; q's codes scaled into their bound per item and warpgroup where they pass it)
-//       wait V(n) (the next P.V's operand; the spin loop also keeps ptxas from hoisting the next wait above
-//           the softmax)
-//       wait P(n-1) V(n-1); P(n) becomes the next iteration's A fragments (packed from S now where the softmax
-//           could not write them during P.V: FwdConfig::kPDoubleBuffered)
-//   The turns (named barriers) let one warpgroup's softmax overlap the other's matrix products (FwdConfig::kTurns:
-//   the fp8 kernels; bf16 measured faster without them).
+// batch) in turn (scheduler.cuh), warp-specialised; the producer loads the next item's tiles while the consumers
+// finish the last one. This file sets up shared memory and the barriers and gives each warp its role:
+//   warpgroup 0, lanes 0-1 (producer.cuh): every TMA load, kStages deep, each K and V tile with its fp8 descale.
+//   fp8 (converter.cuh): a warpgroup of its own at 128 keys a tile, warps 1-3 of warpgroup 0 at 192: V made ready
+//       for P.V as it lands (V^T for e4m3 codes, float16 for float16 P); none where v comes prepared.
+//   the last two warpgroups (mainloop.cuh): the consumers, 64 query rows each.
 #pragma once
 
 #include <cstdint>

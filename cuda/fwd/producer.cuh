@@ -32,7 +32,8 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     // lane 0 each tile's V right after its K (a V slot frees after P.V).
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
-    // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by `load`.
+    // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by
+    // `load`.
     auto tile_kind = [&](uint64_t *empty, uint64_t *full, uint32_t tile_bytes, auto write_descale, auto load) {
         return [=](int stage, uint32_t phase, int key0) {
             ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);

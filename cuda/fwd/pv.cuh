@@ -70,8 +70,14 @@ struct Bf16Pv : PvAccumulator<Config, 0> {
     using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVBytes;
     __device__ __forceinline__ explicit Bf16Pv(FwdSharedStorage<Config> &) {}
-    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_full[stage]; }
-    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.v_empty[stage]; }
+    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.v_full[stage];
+    }
+    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.v_empty[stage];
+    }
     __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
@@ -88,8 +94,14 @@ struct F16Pv : PvAccumulator<Config, 0> {
     using Base = PvAccumulator<Config, 0>;
     static constexpr int32_t kSlotBytes = Config::kTileVtBytes;
     __device__ __forceinline__ explicit F16Pv(FwdSharedStorage<Config> &) {}
-    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
-    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
+    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.vt_full[stage];
+    }
+    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.vt_empty[stage];
+    }
     __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
 #pragma unroll
@@ -116,8 +128,14 @@ struct CodesPv : PvAccumulator<Config, 4> {
         : ones_desc(wgmma_desc_sw128(ptx::smem_addr(ss.vt[0]) + Layout::kMainBytes, 16))
     {
     }
-    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_full[stage]; }
-    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage) { return &ss.vt_empty[stage]; }
+    __device__ __forceinline__ static uint64_t *full(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.vt_full[stage];
+    }
+    __device__ __forceinline__ static uint64_t *empty(FwdSharedStorage<Config> &ss, int stage)
+    {
+        return &ss.vt_empty[stage];
+    }
     __device__ __forceinline__ void issue(const PvDescriptors &d, const uint32_t (&p)[Base::kPRegs])
     {
         constexpr int kMainSteps = 128 / Config::kPvMmaK;

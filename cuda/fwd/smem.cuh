@@ -14,11 +14,11 @@ struct alignas(1024) FwdSharedStorage {
     alignas(1024) uint8_t q[Config::kTileQBytes];
     alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
     alignas(1024) uint8_t v[Config::kTileVSlotBytes ? Config::kStages : 0][Config::kTileVBytes];
-    // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (VtLayout,
-    // fp8_transpose.cuh). fp8 with float16 P: V widened to float16 (see fp8_widen.cuh).
+    // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (vt_layout.cuh,
+    // transpose_v.cuh); fp8 with float16 P: V widened to float16 (widen_v.cuh).
     alignas(1024) uint8_t vt[Config::kIsFp8 ? Config::kVtStages : 0][Config::kTileVtBytes];
-    // fp8: each stage's K score scale and V block exponent (fwd_kernel.cuh, producer), and the V block exponent
-    // passed on with V^T (v_converter).
+    // fp8: each stage's K score scale and V block exponent (producer.cuh), and the V block exponent passed on with
+    // V^T (converter.cuh).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
     int32_t vt_exponent[Config::kIsFp8 ? Config::kVtStages : 0];

@@ -32,7 +32,8 @@ __device__ __forceinline__ float quad_sum(float x)
 
 // Running max of the two rows a thread owns, in the log2 domain: t = score * scale_log2.
 struct OnlineMax {
-    float row_max[2] = {-INFINITY, -INFINITY};  // max of t over the keys seen so far (FwdConfig::kLazyMax: the reference)
+    // max of t over the keys seen so far (the lazy max's reference: softmax_exp2.cuh)
+    float row_max[2] = {-INFINITY, -INFINITY};
 
     // What p is measured from: the row's max, or 0 where it has seen only masked keys.
     __device__ __forceinline__ float reference(int h) const { return row_max[h] == -INFINITY ? 0.0f : row_max[h]; }
