@@ -28,6 +28,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     const uint32_t align_offset = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
     auto &ss = *reinterpret_cast<FwdSharedStorage<Config> *>(smem_raw + align_offset);
 
+    // Barriers and V^T's rows of ones in this body: moved into functions of their own they changed the code.
     if (threadIdx.x == 0) {
         ptx::prefetch_tensormap(&args.tm_q);
         ptx::prefetch_tensormap(&args.tm_k);
