@@ -1,7 +1,6 @@
-// O += P V: the P.V policies. Each holds O's accumulator, P's A fragments (two buffers: the one the running P.V
-// reads and the one the next softmax may fill), and the descriptors of the V slot whose P.V is next, carried from
-// slot to slot by the slots' distance (derived from the slot index each tile, ptxas rebuilt the shared-window base
-// inside the turn window).
+// O += P V: the P.V policies. Each holds O's accumulator (rescaled between tiles), issues a tile's P.V from P's A
+// fragments and the descriptors of the V slot (PvDescriptors, carried by the main loop), and says which barriers
+// guard that slot.
 //   Bf16Pv:  bf16 P, V as loaded (MN-major)
 //   F16Pv:   float16 P, V widened to float16 by the converter (MN-major)
 //   CodesPv: e4m3 codes, V^T by the converter or prepared (K-major), with rows of ones below (vt_layout.cuh) that

@@ -6,9 +6,10 @@
 // The interface of a softmax policy (also softmax_codes.cuh), in the order the main loop calls it per tile:
 //   step(mask, it, s, scale_log2, rescale, p_new)  under the running P.V: mask, row max, P's values (in s or p_new);
 //                                                 rescale: the factor for everything accumulated before
-//   finish_first / finish(s, o, rescale)         once P.V is done with O: the lazy max's exponentials; elsewhere
-//                                                 (finish) O's factor kept for the next P.V
-//   rescale_o_before_pv(pv, unit_shift)          O times that factor, under the next S
+//   finish_first(s, o, rescale)                  tile 0, once V(0) has landed: the lazy max's exponentials
+//   finish(s, o, rescale, pending)               once P.V is done with O: the lazy max's exponentials (and O's
+//                                                 rescale); elsewhere O's factor kept in `pending` for the next P.V
+//   rescale_o_before_pv(pv, pending, unit_shift) O times that factor, under the next S
 //   pack(s, p)                                   P's A fragments from what step left in s
 //   row_total(h)                                 the row's whole sum, for the epilogue
 #pragma once
