@@ -11,7 +11,7 @@ BUILD   := build
 
 HOPPER  := -gencode=arch=compute_90a,code=sm_90a
 CFLAGS  := -O2 -std=gnu11 -fPIC -Wall -Wextra -Werror -Iinclude -Isrc
-NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc -Xptxas -v \
+NVFLAGS := -O3 -std=c++17 $(HOPPER) -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc -Icuda -Xptxas -v \
            -Werror all-warnings
 
 # The gfx950 assembler and linker: LLVM 22 from PATH when there, else ROCm's LLVM (ROCM_PATH, default /opt/rocm).
@@ -28,7 +28,7 @@ EXPORTS   := src/exports.map
 
 C_SRC   := $(wildcard src/*.c)
 CU_SRC  := $(wildcard cuda/*.cu)
-HEADERS := $(wildcard include/*.h src/*.h cuda/*.cuh)
+HEADERS := $(wildcard include/*.h src/*.h cuda/*.cuh cuda/fwd/*.cuh)
 OBJ     := $(C_SRC:src/%.c=$(BUILD)/%.o) $(CU_SRC:cuda/%.cu=$(BUILD)/%.cu.o)
 LIB     := $(BUILD)/libflashprefill.so
 AMD_ASM := $(wildcard asm/gfx950/*.s)
@@ -39,7 +39,7 @@ AMD_SRC := $(C_SRC) $(wildcard hip/*.c) hip/code_objects.S
 # ptxas lines that fail the build: any non-zero spill or stack frame, any serialized wgmma.
 PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
 
-.PHONY: all amd ablation test demo bench gpu-check clean
+.PHONY: all amd test demo bench gpu-check clean
 all: $(LIB)
 
 $(BUILD):
@@ -77,14 +77,6 @@ $(BUILD)/gfx950:
 $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx950
 	$(CLANG_AMD) $(GFX950) -Iasm/gfx950 -c $< -o $(BUILD)/gfx950/$*.o
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
-
-# Ablation builds for `tools/bench.py --ablation`: the library with one idea switched off (cuda/fwd_config.cuh).
-ABLATIONS := expfree split1 split2 pingpong
-ablation: $(ABLATIONS:%=$(BUILD)/ablation/%/libflashprefill.so)
-
-$(BUILD)/ablation/%/libflashprefill.so: $(C_SRC) $(CU_SRC) $(HEADERS)
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/ablation/$* \
-	  NVFLAGS="$(NVFLAGS) -DFP_ABLATE_$(shell echo $* | tr a-z A-Z)=1" $(BUILD)/ablation/$*/libflashprefill.so
 
 test: all amd
 	PYTHONPATH=python $(PYTHON) -m pytest tests -ra

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "backend.h"
-#include "fwd_kernel.cuh"
+#include "fwd/kernel.cuh"
 #include "tensor_map.cuh"
 
 namespace fp {
@@ -108,16 +108,15 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
     return FLASHPREFILL_SUCCESS;
 }
 
-// Every kernel, and the e4m3-code ones again for v in FLASHPREFILL_V_LAYOUT_PREPARED (FwdConfig::kVPrepared).
-template <flashprefill_dtype kDtype, int kDimQk, int kDimV,
-          flashprefill_probabilities kP = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScores = FLASHPREFILL_SCORES_FP32>
+// A kernel, and an e4m3-code one again for v in FLASHPREFILL_V_LAYOUT_PREPARED (VOperand::kPrepared).
+template <class Config>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
-    using Config = FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores>;
     if constexpr (Config::kPCodes) {
+        using Prepared = FwdConfig<Config::kDtype, Config::kHeadDimQk, Config::kHeadDimV, Config::kProbabilities,
+                                   Config::kBlockN, Config::kScoresOption, true>;
         if (p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED)
-            return launch_config<FwdConfig<kDtype, kDimQk, kDimV, kP, kKvTileKeys, kScores, true>>(p, stream);
+            return launch_config<Prepared>(p, stream);
     }
     return launch_config<Config>(p, stream);
 }
@@ -144,8 +143,7 @@ constexpr uint32_t kFp8Descales = FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) |
                                   FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK);
-// PER_BLOCK: a block may hold several query or KV tiles, never part of one: a multiple of both tiles (of 128
-// query rows, and 128 or 192 keys).
+// PER_BLOCK: a block may hold several query or KV tiles, never part of one: a multiple of both tiles.
 constexpr int lcm(int a, int b)
 {
     int x = a, y = b;
@@ -156,19 +154,34 @@ constexpr int lcm(int a, int b)
     }
     return a / x * b;
 }
-template <int kDimQk, int kDimV, int kKvTileKeys = 128>
-constexpr int kFp8BlockTokensMultiple =
-    lcm(FwdConfig<FLASHPREFILL_DTYPE_FP8_E4M3, kDimQk, kDimV, FLASHPREFILL_PROBABILITIES_DEFAULT, kKvTileKeys>::kBlockM,
-        kKvTileKeys);
-static_assert(kFp8BlockTokensMultiple<128, 128> == 128 && kFp8BlockTokensMultiple<128, 128, 192> == 384);
-
-constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
-constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
-constexpr flashprefill_scores kF32S = FLASHPREFILL_SCORES_FP32;
-constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
-// The v layouts a kernel reads: every e4m3-code kernel also a prepared v (FwdConfig::kVPrepared).
+// The v layouts a kernel reads: every e4m3-code kernel also a prepared v.
 constexpr uint32_t kVDefault = 1u << FLASHPREFILL_V_LAYOUT_DEFAULT;
 constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
+
+// A kernel's table entry: every field but its name from its configuration.
+template <class Config>
+constexpr fp_kernel_entry kernel_entry(const char *name)
+{
+    return {name,
+            Config::kDtype,
+            FLASHPREFILL_DTYPE_BF16,
+            Config::kHeadDimQk,
+            Config::kHeadDimV,
+            Config::kIsFp8 ? kFp8Descales : FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE),
+            Config::kIsFp8 ? lcm(Config::kBlockM, Config::kBlockN) : 0,
+            Config::kProbabilities,
+            Config::kScoresOption,
+            Config::kPCodes ? kVAny : kVDefault,
+            check_items,
+            launch_fwd<Config>};
+}
+static_assert(lcm(128, 128) == 128 && lcm(128, 192) == 384, "PER_BLOCK blocks of 128 and 384 tokens");
+
+constexpr flashprefill_dtype kBf16 = FLASHPREFILL_DTYPE_BF16;
+constexpr flashprefill_dtype kFp8 = FLASHPREFILL_DTYPE_FP8_E4M3;
+constexpr flashprefill_probabilities kDefaultP = FLASHPREFILL_PROBABILITIES_DEFAULT;
+constexpr flashprefill_probabilities kFp16P = FLASHPREFILL_PROBABILITIES_FP16;
+constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 
 }  // namespace
 }  // namespace fp
@@ -176,40 +189,20 @@ constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
 // or float16 probabilities. fp8 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales whose
 // blocks are not a multiple of 384 tokens take the 128-key kernels. Float16 scores (FLASHPREFILL_SCORES_FP16) have
-// kernels of their own at 192 keys, which fall back to float32 scores per group of 64 query rows; listed before
-// their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT takes where both fit.
+// kernels of their own at 192 keys (q's codes brought within their bound per group of 64 query rows); listed
+// before their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT takes where both fit.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
-    {"hopper_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 128, 128>},
-    {"hopper_fwd_fp8_hd128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
-     fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192, fp::kF16S>},
-    {"hopper_fwd_fp8_hd128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kDefaultP, 192>},
-    {"hopper_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128>},
-    {"hopper_fwd_fp8_hd128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<128, 128>, fp::kFp16P, fp::kF32S, fp::kVDefault, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 128, 128, fp::kFp16P>},
-    {"hopper_fwd_bf16_qk192_v128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, fp::kDefaultP, fp::kF32S, fp::kVDefault, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_BF16, 192, 128>},
-    {"hopper_fwd_fp8_qk192_v128_kv192_f16s", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF16S, fp::kVAny,
-     fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192, fp::kF16S>},
-    {"hopper_fwd_fp8_qk192_v128_kv192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128, 192>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kDefaultP, 192>},
-    {"hopper_fwd_fp8_qk192_v128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128, fp::kFp8Descales,
-     fp::kFp8BlockTokensMultiple<192, 128>, fp::kDefaultP, fp::kF32S, fp::kVAny, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128>},
-    {"hopper_fwd_fp8_qk192_v128_fp16p", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
-     fp::kFp8Descales, fp::kFp8BlockTokensMultiple<192, 128>, fp::kFp16P, fp::kF32S, fp::kVDefault, fp::check_items,
-     fp::launch_fwd<FLASHPREFILL_DTYPE_FP8_E4M3, 192, 128, fp::kFp16P>},
+    fp::kernel_entry<fp::FwdConfig<fp::kBf16, 128, 128>>("hopper_fwd_bf16_hd128"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192, fp::kF16S>>(
+        "hopper_fwd_fp8_hd128_kv192_f16s"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_hd128_kv192"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128>>("hopper_fwd_fp8_hd128"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kFp16P>>("hopper_fwd_fp8_hd128_fp16p"),
+    fp::kernel_entry<fp::FwdConfig<fp::kBf16, 192, 128>>("hopper_fwd_bf16_qk192_v128"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192, fp::kF16S>>(
+        "hopper_fwd_fp8_qk192_v128_kv192_f16s"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_qk192_v128_kv192"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128>>("hopper_fwd_fp8_qk192_v128"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>>("hopper_fwd_fp8_qk192_v128_fp16p"),
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);

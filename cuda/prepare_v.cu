@@ -1,7 +1,7 @@
 // flashprefill_prepare_v: fp8 V (batch, seq, heads, dim) rewritten as FLASHPREFILL_V_LAYOUT_PREPARED, the rows of
-// keys that the Hopper kernel loads as V^T (fwd_config.cuh, VtLayout) without transposing V itself. Within each
+// keys that the Hopper kernel loads as V^T (fwd/vt_layout.cuh) without transposing V itself. Within each
 // group of 16 keys the positions follow the order in which a consumer thread's registers hold P's keys
-// (fp8_transpose.cuh): position 4c + i holds key 2c + {0, 1, 8, 9}[i].
+// (fwd/transpose_v.cuh): position 4c + i holds key 2c + {0, 1, 8, 9}[i].
 //
 // One CTA per 64 positions of one (batch, head): per 64 dims, V's 64 x 64 bytes through shared memory, read as 16
 // bytes of dims and written as 16 positions (one group of keys), each thread one of each. Positions of keys >=

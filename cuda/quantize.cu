@@ -23,9 +23,8 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 // kMinCtasPerSm CTAs an SM (registers capped at 64 a thread), each lane transforming one row at a time while the
-// next one loads: more rows a warp in registers with fewer CTAs measured slower (2 sets and 3 CTAs +11% kernel
-// time at 16k, 4 and 2 +32%, 8 and 1 +90%), and so did rows staged through shared memory by cp.async, 6 sets a
-// warp ahead (+11% at 16k; bench/NOTES.md). A row of more than kLoadAheadMaxWords words a lane (float32 beyond
+// next one loads: more rows a warp in registers with fewer CTAs measured slower, and so did rows staged through
+// shared memory by cp.async (bench/NOTES.md). A row of more than kLoadAheadMaxWords words a lane (float32 beyond
 // dim 64) loads when its turn comes: its next row would not fit the registers.
 constexpr int kMinCtasPerSm = 4;
 constexpr int kLoadAheadMaxWords = 8;

@@ -517,7 +517,7 @@ def _extreme_scores_problem(case, seed):
 @pytest.mark.parametrize("case", ["max_beyond_256", "multiplier_underflow"])
 def test_fp8_float16_scores_extreme_scales(case):
     """Scores whose row max passes 256 (log2 units), or a float16 multiplier below float16's normal range: the
-    kernel then takes the exact form of the codes (cuda/f16_scores.cuh). Within 1.5x the float16-score floor,
+    kernel then takes the exact form of the codes (cuda/fwd/f16_scores.cuh). Within 1.5x the float16-score floor,
     finite. (Descales of 2^16 each put every row in the argmax regime, where which of two keys within a float16
     step wins flips between any two roundings of S: 14% of seeds measured over 1.5x that floor, up to 30x, with
     the kernel bitwise the same (bench/NOTES.md, session 11). Such inputs test ties, not the kernel.)"""
@@ -540,7 +540,7 @@ def test_fp8_float16_scores_extreme_scales(case):
 
 def test_fp8_float16_scores_multiplier_overflow():
     """Descales of 2^16 each: 8 scale_log2 above float16's range (the exact form's clamped shift,
-    cuda/f16_scores.cuh) and every row an argmax, where near-ties flip with any rounding of S, so no floor holds
+    cuda/fwd/f16_scores.cuh) and every row an argmax, where near-ties flip with any rounding of S, so no floor holds
     (test_fp8_float16_scores_extreme_scales' docstring). What must hold: every element written and finite, and each
     output a convex combination of the V rows its query sees (the row sum is taken from the probabilities P.V
     uses): within each dimension's range over those keys, up to bf16's rounding of the output."""
@@ -769,7 +769,7 @@ def test_determinism(dtype, dims):
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
 @pytest.mark.parametrize("batch,seq", [(2, 8192), (8, 2048)], ids=["8k_b2", "2k_b8"])
 def test_l2_sections_leave_results_unchanged(batch, seq, dtype, dims):
-    """Where K and V outgrow L2 the work items run in sections of heads (cuda/work_order.cuh; from 16 m-blocks on):
+    """Where K and V outgrow L2 the work items run in sections of heads (cuda/fwd/work_order.cuh; from 16 m-blocks on):
     the output, poisoned first, equals bit for bit that of one call per (batch, head), which has a single section."""
     seed = _seed()
     heads = 16

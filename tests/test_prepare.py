@@ -108,5 +108,5 @@ def _same(a, b):
 
 
 def test_f16_scores_q_code_max_is_the_kernels():
-    """The bound flashprefill.h states and cuda/fwd_config.cuh asserts."""
+    """The bound flashprefill.h states and cuda/fwd/config.cuh asserts."""
     assert fp8.f16_scores_q_code_max(128) == 1.125 and fp8.f16_scores_q_code_max(192) == 0.75

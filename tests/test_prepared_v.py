@@ -1,5 +1,5 @@
 """The prepared layout of v (flashprefill.prepared_v, FLASHPREFILL_V_LAYOUT_PREPARED) without a GPU: the key order
-is the one P's registers hold (cuda/fp8_transpose.cuh), and the model's padding and shape. The GPU's
+is the one P's registers hold (cuda/fwd/transpose_v.cuh), and the model's padding and shape. The GPU's
 flashprefill_prepare_v is pinned to this model in tests/test_kernel_gpu.py."""
 import numpy as np
 

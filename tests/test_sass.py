@@ -36,6 +36,46 @@ MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
 NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"],
            "fp8-kv192": ["QGMMA.64x8x32", ".F16.E4M3"], "fp8-f16s": ["QGMMA.64x8x32", "QGMMA.64x192x32.F32"]}
 
+# Each kernel's instruction mix: how many instructions of each opcode class, then all of them. A change to the machine
+# code shows here; where it is meant, measure the kernels it touches on the H200 (tools/bench.py), then update them.
+MIX_CLASSES = ("QGMMA", "HGMMA", "WARPGROUP", "FFMA", "FMUL", "FADD", "FMNMX", "VIMNMX3", "HFMA2", "HADD2", "HMUL2",
+               "VHMNMX", "MUFU", "F2FP", "PRMT", "SHFL", "VOTE", "LDSM", "STSM", "LDS", "STS", "STG", "UTMALDG", "SYNCS",
+               "BAR", "total")
+MIX = {
+    "bf16 hd128": (0, 32, 8, 176, 146, 222, 154, 28, 0, 0, 0, 0, 146,
+                  96, 0, 48, 3, 8, 0, 0, 0, 10, 6, 46, 1, 2792),
+    "bf16 qk192_v128": (0, 40, 8, 178, 208, 156, 160, 56, 0, 0, 0, 0, 146,
+                       96, 0, 52, 4, 12, 0, 0, 0, 10, 8, 40, 1, 2784),
+    "fp8 hd128": (24, 0, 8, 178, 238, 16, 160, 56, 0, 0, 0, 0, 22,
+                 96, 64, 49, 4, 12, 8, 5, 11, 10, 3, 52, 7, 3112),
+    "fp8 hd128 prepared-v": (24, 0, 8, 178, 238, 16, 160, 56, 0, 0, 0, 0, 19,
+                            96, 32, 49, 4, 4, 0, 4, 10, 10, 3, 46, 7, 2888),
+    "fp8 qk192_v128": (28, 0, 8, 178, 238, 16, 160, 56, 0, 0, 0, 0, 22,
+                      96, 64, 49, 4, 14, 8, 5, 11, 10, 7, 52, 7, 3168),
+    "fp8 qk192_v128 prepared-v": (28, 0, 8, 178, 238, 16, 160, 56, 0, 0, 0, 0, 19,
+                                 96, 32, 49, 4, 6, 0, 4, 10, 10, 7, 46, 7, 2952),
+    "fp8-p16 hd128": (8, 16, 8, 178, 234, 162, 160, 56, 0, 0, 0, 0, 152,
+                     160, 0, 52, 4, 4, 0, 13, 19, 10, 3, 52, 7, 3344),
+    "fp8-p16 qk192_v128": (12, 16, 8, 178, 234, 162, 160, 56, 0, 0, 0, 0, 152,
+                          160, 0, 52, 4, 6, 0, 13, 19, 10, 7, 46, 7, 3376),
+    "fp8-kv192 hd128": (20, 0, 8, 242, 242, 16, 224, 88, 0, 0, 0, 0, 22,
+                       128, 128, 49, 4, 20, 16, 5, 11, 10, 3, 48, 7, 3616),
+    "fp8-kv192 hd128 prepared-v": (20, 0, 8, 242, 242, 16, 224, 88, 0, 0, 0, 0, 19,
+                                  128, 64, 49, 4, 4, 0, 4, 10, 10, 4, 46, 7, 3312),
+    "fp8-kv192 qk192_v128": (24, 0, 8, 242, 242, 16, 224, 88, 0, 0, 0, 0, 22,
+                            128, 128, 49, 4, 16, 16, 5, 11, 10, 7, 48, 7, 3712),
+    "fp8-kv192 qk192_v128 prepared-v": (24, 0, 8, 242, 242, 16, 224, 88, 0, 0, 0, 0, 19,
+                                       128, 64, 49, 4, 0, 0, 4, 10, 10, 8, 46, 7, 3360),
+    "fp8-f16s hd128": (20, 0, 8, 54, 274, 28, 12, 1, 192, 292, 128, 52, 22,
+                      115, 148, 41, 4, 20, 16, 9, 11, 10, 3, 48, 11, 4272),
+    "fp8-f16s hd128 prepared-v": (20, 0, 8, 54, 274, 28, 12, 1, 192, 292, 128, 52, 19,
+                                 115, 84, 41, 4, 4, 0, 8, 10, 10, 4, 46, 11, 3936),
+    "fp8-f16s qk192_v128": (24, 0, 8, 54, 274, 28, 12, 1, 192, 292, 144, 52, 22,
+                           147, 156, 41, 4, 22, 16, 11, 11, 10, 7, 48, 11, 4464),
+    "fp8-f16s qk192_v128 prepared-v": (24, 0, 8, 54, 274, 28, 12, 1, 192, 292, 144, 52, 19,
+                                      147, 92, 41, 4, 6, 0, 10, 10, 10, 8, 46, 11, 4120),
+}
+
 
 def _cuobjdump():
     try:
@@ -115,7 +155,7 @@ def test_no_local_memory(sass, dtype):
 @pytest.mark.parametrize("dtype", list(KERNELS))
 def test_o_stored_16_bytes_a_store(sass, dtype):
     """O leaves in 16-byte stores, 8 a thread (2 rows x 128 columns of bf16, after the quad transposes of
-    o_store.cuh); the only 4-byte global stores are the two of the log-sum-exp. A uint4 store whose registers ptxas
+    cuda/fwd/o_store.cuh); the only 4-byte global stores are the two of the log-sum-exp. A uint4 store whose registers ptxas
     does not allocate as an aligned quad it splits into four, which would undo the gain."""
     body = _kernel(sass, dtype)
     wide, narrow = re.findall(r"\bSTG\.E\.128\b", body), re.findall(r"\bSTG\.E\b(?!\.)", body)
@@ -228,7 +268,7 @@ ROW_MAX_SCORES = {k: 96 if k.split()[0] == "fp8-kv192" else 64 for k in KERNELS
 @pytest.mark.parametrize("dtype", list(ROW_MAX_SCORES))
 def test_row_max_takes_two_scores_an_instruction(sass, dtype):
     """The row max over float32 scores runs on their bits as integers, which ptxas merges into three-input VIMNMX3
-    (softmax.cuh, thread_max_of_bits): two scores an instruction, where FMNMX takes one. It measured 3% of fp8's
+    (cuda/fwd/softmax.cuh, thread_max_of_bits): two scores an instruction, where FMNMX takes one. It measured 3% of fp8's
     time (bench/NOTES.md). Each softmax window needs half its scores' worth, less the eight chains' ends."""
     scores = ROW_MAX_SCORES[dtype]
     windows = [n for n, in _windows(sass, dtype, ["VIMNMX3 "])]
@@ -247,7 +287,7 @@ def test_float16_row_max_takes_four_scores_an_instruction(sass, dtype):
                                    if k.split()[0] in ("fp8-kv192", "fp8-f16s") and not k.endswith("prepared-v")])
 def test_transposer_loads_ahead(sass, dtype):
     """At 192 keys the V transposer issues its matrix loads (LDSM.16.MT88.4) two at a time, before the permutes and
-    stores of either (fp8_transpose.cuh, kLoadsAhead): one at a time, each permute waited out its own load, and the
+    stores of either (cuda/fwd/transpose_v.cuh, kLoadsAhead): one at a time, each permute waited out its own load, and the
     consumers waited for V^T (bench/NOTES.md v14). Of the 16 loads per tile, at least 8 are followed by another
     load before any permute or store."""
     ops = [op for line in _kernel(sass, dtype).splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)
@@ -259,9 +299,30 @@ def test_transposer_loads_ahead(sass, dtype):
 
 @pytest.mark.parametrize("dtype", [k for k in KERNELS if k.endswith("prepared-v")])
 def test_prepared_v_is_not_transposed(sass, dtype):
-    """With a prepared v, TMA loads V^T itself (fwd_kernel.cuh, producer): no warp transposes (no matrix load or
+    """With a prepared v, TMA loads V^T itself (cuda/fwd/producer.cuh): no warp transposes (no matrix load or
     store), and the kernel without it does."""
     body = _kernel(sass, dtype)
     for op in ("LDSM.16.MT88.4", "STSM"):
         assert op not in body, f"{dtype} still transposes V ({op})"
     assert "LDSM.16.MT88.4" in _kernel(sass, dtype.removesuffix(" prepared-v")), "the transposing kernel lost its LDSM"
+
+
+def _opcodes(body):
+    """The opcode of each instruction (predicate and modifiers stripped)."""
+    return [m.group(1) for line in body.splitlines()
+            if (m := re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line))]
+
+
+def test_instruction_mix_covers_every_kernel():
+    assert set(MIX) == set(KERNELS) and all(len(v) == len(MIX_CLASSES) for v in MIX.values())
+
+
+@pytest.mark.parametrize("dtype", list(KERNELS))
+def test_instruction_mix_is_pinned(sass, dtype):
+    """The kernel's instruction counts per opcode class (tensor core, FMA, MUFU, conversions, matrix and shared
+    loads and stores, barriers) and in all are the pinned ones: a refactoring that keeps the machine code passes, any
+    change to it fails here, with the classes that moved."""
+    ops = _opcodes(_kernel(sass, dtype))
+    counts = {c: ops.count(c) for c in MIX_CLASSES[:-1]} | {"total": len(ops)}
+    moved = {c: (want, counts[c]) for c, want in zip(MIX_CLASSES, MIX[dtype]) if counts[c] != want}
+    assert not moved, f"{dtype}: instruction mix changed, class: (pinned, built) {moved}"

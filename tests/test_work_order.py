@@ -1,4 +1,4 @@
-"""The persistent grid's work order (cuda/work_order.cuh, compiled for the host here): every item exactly once, L2
+"""The persistent grid's work order (cuda/fwd/work_order.cuh, compiled for the host here): every item exactly once, L2
 sections where K and V outgrow L2, and a balance the static rounds keep (a model: an item costs its KV tiles)."""
 import math
 import pathlib
@@ -76,7 +76,7 @@ def test_sections_where_kv_outgrows_l2(dump):
 def test_static_rounds_stay_balanced(dump):
     # the plain m-block-major order (one section) finishes within 0.4% of the ideal on these shapes; sections may
     # cost at most 2% more in this model from 64 m-blocks on, and 5% from 16 to 64 (40 heads at 4k: 4.4%), where the
-    # DRAM traffic they save, which the model leaves out, measured more (cuda/work_order.cuh); below 16, plain
+    # DRAM traffic they save, which the model leaves out, measured more (cuda/fwd/work_order.cuh); below 16, plain
     for c, (section, items) in zip(SWEEP, dump(SWEEP)):
         m_blocks, heads_q, _, batch = c[:4]
         plain = [(m_blocks - 1 - i // (heads_q * batch), (i % (heads_q * batch)) % heads_q,

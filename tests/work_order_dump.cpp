@@ -1,9 +1,9 @@
 // Reads cases "m_blocks heads_q heads_kv batch kv_head_bytes l2_bytes grid" from stdin; for each prints the section
-// size that cuda/work_order.cuh chooses and then its items in index order as "m_block head batch" triples, one line.
+// size that cuda/fwd/work_order.cuh chooses and then its items in index order as "m_block head batch" triples, one line.
 #include <cstdint>
 #include <cstdio>
 
-#include "work_order.cuh"
+#include "fwd/work_order.cuh"
 
 int main()
 {

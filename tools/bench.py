@@ -168,13 +168,7 @@ def main():
     ap.add_argument("--launches", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="only the 16k shapes")
     ap.add_argument("--shapes", default=None, help="only the shapes whose name contains this text, e.g. 4k")
-    ap.add_argument("--ablation", action="store_true", help="the FP8 ablation instead (tools/ablation.py)")
     args = ap.parse_args()
-    if args.ablation:
-        import ablation
-        ablation.main(["--out", args.out, "--records", args.records, "--rounds", str(args.rounds), "--launches",
-                       str(args.launches)] + (["--commit", args.commit] if args.commit else []))
-        return
     shapes = [s for s in SHAPES if "16k" in s[0]] if args.quick else SHAPES
     shapes = [s for s in shapes if args.shapes is None or args.shapes in s[0]]
     device = torch.cuda.get_device_name()

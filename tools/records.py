@@ -134,20 +134,6 @@ def accuracy_rows(accuracy, shape, run):
     return rows
 
 
-def ablation_rows(ablation, run):
-    """tools/ablation.py's record: each variant's speed per call against FA3 fp8 in the same run, round by round."""
-    results, shape = ablation["rows"], ablation["shape"][0]
-    fa3 = results.get("FA3 fp8")
-    rows = []
-    for name, r in results.items():
-        if fa3 is None or name == "FA3 fp8" or len(r["round_medians_ms"]) != len(fa3["round_medians_ms"]):
-            continue
-        rows.append(row(run, PER_CALL, shape, f"ablation: {name}", "FA3 fp8",
-                        [tb / ta for ta, tb in zip(r["round_medians_ms"], fa3["round_medians_ms"])],
-                        r["tflops"], fa3["tflops"], r["spread"], fa3["spread"]))
-    return rows
-
-
 def append(rows, path=RECORDS):
     """Appends rows to the records file, writing the header first where the file is new; refuses a file whose
     header is not COLUMNS (a different format must not be mixed in)."""

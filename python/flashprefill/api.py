@@ -390,7 +390,7 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
 
 
 # The block sizes of BlockScales that the float16-score kernels take: a multiple of their 192-key tiles and of
-# 128 query rows (kFp8BlockTokensMultiple<dim_qk, 128, 192> in cuda/fwd_launch.cu).
+# 128 query rows (kernel_entry in cuda/fwd_launch.cu: lcm of the query and KV tiles).
 _F16_SCORES_BLOCK_TOKENS_MULTIPLE = 384
 # The block sizes for which the quantizer writes v's codes in the prepared layout itself: whole groups of 16 keys
 # (flashprefill_quantize_params.codes_layout); others take prepare_v after it.

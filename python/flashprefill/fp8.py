@@ -166,7 +166,7 @@ def quantize_per_head(x, code_max=E4M3_MAX):
 
 def f16_scores_q_code_max(dim_qk):
     """The largest e4m3 magnitude of q's codes for which the Hopper kernel takes float16 scores (flashprefill.h,
-    cuda/fwd_config.cuh): the largest e4m3 value m with m * 448 * dim_qk <= 65504 (1.125 at 128, 0.75 at 192)."""
+    cuda/fwd/config.cuh): the largest e4m3 value m with m * 448 * dim_qk <= 65504 (1.125 at 128, 0.75 at 192)."""
     values = np.sort(np.abs(e4m3_decode(np.arange(E4M3_MAX_CODE + 1, dtype=np.uint8))))
     return float(values[values * E4M3_MAX * dim_qk <= 65504.0].max())
 
@@ -216,7 +216,7 @@ def fma_f32(a, b, c):
 # subnormals (unit 2^-24, up to 1023) whose bits are round(b), ties to even, or 0 where b < 0: Hopper's
 # cvt.rn.relu.f16x2.f32, gfx950's v_cvt_pk_f16_f32 with clamp (to [0, 1]).
 #
-# encoder "f16-scores" (Hopper with FLASHPREFILL_SCORES_FP16, cuda/f16_scores.cuh): the scores are float16 and so
+# encoder "f16-scores" (Hopper with FLASHPREFILL_SCORES_FP16, cuda/fwd/f16_scores.cuh): the scores are float16 and so
 # is the arithmetic: m = f16(8·scale_log2), c = f16(K - 8·max) (K - 8·max in float32 first, as above),
 # y = relu(s·m + c) rounded once to float16 (fma.rn.relu.f16x2), then 1024 + y rounded to float16 (add.rn.f16x2),
 # whose low byte is the code: between 1024 and 2048 one float16 unit is one code step.

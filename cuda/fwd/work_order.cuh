@@ -6,23 +6,14 @@
 // which would need a workspace the C ABI does not have); every warpgroup of a CTA walks the same sequence.
 //
 // Sections: without them the items run m-block by m-block over every (batch, head), so every round of CTAs reads
-// the K and V of all heads; once those exceed L2 (16 heads of dim 192/128 at 16k tokens in fp8: 84 MB), each round
-// reads them from DRAM again: 666 MB a call against FlashAttention-3's 136 MB (ncu, 16k). Run back to back, every
-// kernel here sits at the H200's 700 W limit, and ours ran at 1515 MHz on hd128 32/32 (K and V 128 MB) against 1650
-// MHz on 32/8 (32 MB), where FlashAttention-3 ran at ~1740 MHz on both (tools/power.py). So (batch, head) pairs are
-// cut into sections of `section_heads` that fit in 40% of L2 (whole KV groups) and the sections run one after the
-// other. Within a section the m-blocks run longest first in the last section and in every second one before it,
-// shortest first in the others (a zigzag): a descending run followed by a descending one would put the shortest and
-// the longest items in one round and break the snake's balance (1.29x the ideal finish in a model of the 16k
-// DeepSeek shape with sections of 4 heads in plain order, 1.002x zigzag). A section holds at least three rounds of
-// items. Measured sustained (tools/power.py, a8da61a): hd128 32/32 16k 2.41 -> 2.23 ms a call, the DeepSeek shape
-// 3.5% (16k) and 5.3% (32k) faster, 32/8 16k unchanged; outputs bit for bit the same.
-// Sections are used from 16 m-blocks (2k tokens) on. Short rows re-read K and V as often (every m-block of a head
-// reads its K and V up to the diagonal), and at 4k x 4 the DeepSeek shape without sections kept DRAM 50% busy
-// against FlashAttention-3's 14% (ncu). Between 16 and 64 m-blocks the balance model finds up to 4.4% imbalance (40
-// heads at 4k), but the traffic saved outweighs it wherever measured (session 13, back to back, ratio to FA3, bf16
-// / fp8): DeepSeek shape 2k x 8 0.83 -> 0.97 / 1.08 -> 1.13, 4k x 4 0.86 -> 0.96 / 1.05 -> 1.13; 32/32 heads 4k x 2
-// 0.90 -> 0.98 / 1.19 -> 1.23; 40/40 4k 1.01 -> 1.03 / equal; 32/8 4k x 4 +1% / equal.
+// the K and V of all heads, from DRAM again once those exceed L2 (and the kernels, at the power limit, lose clock to
+// the DRAM traffic). So (batch, head) pairs are cut into sections of `section_heads` that fit in 40% of L2 (whole KV
+// groups) and the sections run one after the other. Within a section the m-blocks run longest first in the last
+// section and in every second one before it, shortest first in the others (a zigzag): a descending run followed by
+// a descending one would put the shortest and the longest items in one round and break the snake's balance. A
+// section holds at least three rounds of items. Sections are used from 16 m-blocks (2k tokens) on: short rows
+// re-read K and V as often (every m-block of a head reads its K and V up to the diagonal), and below 64 m-blocks the
+// traffic saved outweighed the imbalance wherever measured (bench/NOTES.md).
 #pragma once
 
 #include <cstdint>

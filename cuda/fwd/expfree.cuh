@@ -1,5 +1,5 @@
-// Exp-free FP8 probabilities (DESIGN.md "Exp-free FP8 probability"): the e4m3 code of each probability,
-// computed by one FFMA and half a conversion instead of FFMA + MUFU.EX2 + conversion.
+// Exp-free FP8 probabilities: the e4m3 code of each probability, computed by one FFMA and half a conversion instead
+// of FFMA + MUFU.EX2 + conversion (the MUFU pipe, 16 a clock and SM, limits the softmax otherwise).
 //
 // For p' = 2^u (u = t - max + offset, t = score * scale_log2), the e4m3 code of a normal value is close to
 // b = 8u + 56 - c (a linear mantissa, centred by c = 0.34 code steps). One FFMA computes y = b * 2^-24 (all its
@@ -7,21 +7,21 @@
 // such y to float16 subnormals, whose bits are round(b) (ties to even), or 0 where b < 0 (relu). A float16
 // subnormal holds up to 1023, and b <= 120.5. So the code is the low byte of each half, and one byte
 // permute packs four codes, two halves from each of two conversions, straight into the A fragment of the
-// P.V wgmma: per four probabilities 4 FFMA + 2 F2FP + 1 PRMT (the integer-clamp encoder before it needed
-// 4 FFMA + 4 IMNMX + 3 PRMT; the gfx950 kernel does the same with v_cvt_pk_f16_f32 and clamp). Codes below 0
+// P.V wgmma: per four probabilities 4 FFMA + 2 F2FP + 1 PRMT (the gfx950 kernel does the same with v_cvt_pk_f16_f32
+// and clamp). Codes below 0
 // (p' < 2^-7 once subnormal, p below 2^-15 of the row max) become code 0; codes 1-7 are kept and read as e4m3
-// subnormals (the "linear" rule of flashprefill.fp8). The numpy model, bit for bit: flashprefill.fp8.expfree_codes(encoder="f16");
-// worst relative error of one probability: 7.55%.
+// subnormals (the "linear" rule of flashprefill.fp8). The numpy model, bit for bit:
+// flashprefill.fp8.expfree_codes(encoder="f16"); worst relative error of one probability: 7.55%.
 #pragma once
 
 #include <cstdint>
 
 #include "ptx.cuh"
-#include "softmax.cuh"
+#include "fwd/softmax.cuh"
 
 namespace fp {
 
-// The per-step operations of an encoder E (ExpFree, Exp2Codes), each a value E::prepared(s, a, b[half]) of a raw
+// The per-step operations of an encoder E (ExpFree), each a value E::prepared(s, a, b[half]) of a raw
 // score and E::pack of a step's 16 prepared values into the A fragment of P.V.
 template <class E>
 struct StepEncoder {
@@ -65,7 +65,10 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
     }
 
     // The multiplier of the raw scores: 8 scale_log2 code steps per unit of log2.
-    __device__ __forceinline__ static float score_multiplier(float scale_log2) { return scale_log2 * (8.0f * kCodeUnit); }
+    __device__ __forceinline__ static float score_multiplier(float scale_log2)
+    {
+        return scale_log2 * (8.0f * kCodeUnit);
+    }
 
     // The value whose float16 rounding is a probability's code: y = b 2^-24, one FFMA of the raw score.
     __device__ __forceinline__ static float prepared(float s, float multiplier, float row_constant)
@@ -74,7 +77,7 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
     }
 
     // The A fragment of P for K step `step` (32 keys) from the prepared values y of the step's 16 accumulator
-    // elements (16 step .. 16 step + 15). Keys are in the order of fp8_transpose.cuh: per 16-column group, a
+    // elements (16 step .. 16 step + 15). Keys are in the order of transpose_v.cuh: per 16-column group, a
     // thread's columns {2c, 2c+1, 2c+8, 2c+9}.
     template <int kPRegs>
     __device__ __forceinline__ static void pack(const float (&y)[16], int step, uint32_t (&p)[kPRegs])
@@ -88,31 +91,6 @@ struct ExpFree : StepEncoder<ExpFree<kOffsetLog2>> {
         p[4 * step + 1] = ptx::prmt(pair[1], pair[3], 0x6420);
         p[4 * step + 2] = ptx::prmt(pair[4], pair[6], 0x6420);
         p[4 * step + 3] = ptx::prmt(pair[5], pair[7], 0x6420);
-    }
-};
-
-// The MUFU path the exp-free codes replace, for the ablation (fwd_config.cuh, FP_MUFU_STEPS): p' =
-// ex2(s * scale_log2 - max + offset) rounded to e4m3 by cvt, packed in the same key order as ExpFree.
-// prepared(s, scale_log2, max_used); pack_step and prepare_step take (scale_log2, max_used).
-template <int kOffsetLog2>
-struct Exp2Codes : StepEncoder<Exp2Codes<kOffsetLog2>> {
-    __device__ __forceinline__ static float prepared(float s, float scale_log2, float max_used)
-    {
-        return ptx::ex2_approx_ftz(fmaf(s, scale_log2, kOffsetLog2 - max_used));
-    }
-
-    // The A fragment of step `step` from the step's 16 probabilities p'.
-    template <int kPRegs>
-    __device__ __forceinline__ static void pack(const float (&v)[16], int step, uint32_t (&p)[kPRegs])
-    {
-        auto pack4 = [&](int a, int b, int c, int d) {
-            return static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[a], v[b])) |
-                   static_cast<uint32_t>(ptx::cvt_rn_satfinite_e4m3x2_f32(v[c], v[d])) << 16;
-        };
-        p[4 * step + 0] = pack4(0, 1, 4, 5);
-        p[4 * step + 1] = pack4(2, 3, 6, 7);
-        p[4 * step + 2] = pack4(8, 9, 12, 13);
-        p[4 * step + 3] = pack4(10, 11, 14, 15);
     }
 };
 

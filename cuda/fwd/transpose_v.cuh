@@ -35,7 +35,7 @@
 
 #include <cstdint>
 
-#include "fwd_config.cuh"
+#include "fwd/vt_layout.cuh"
 #include "ptx.cuh"
 
 namespace fp {
@@ -74,10 +74,8 @@ struct TransposeLanes {
 // Transposes one kKeys x 128 fp8 V tile at shared address `v` (keys x dims, sw128) into `vt` (dims x positions,
 // 1024-byte aligned, as above). Called by every transposing thread. The matrix loads and stores are volatile asm
 // with memory clobbers, so they run in program order: kLoadsAhead tasks' loads are issued before the first of their
-// permutes, which would otherwise wait out each load's latency alone. At 192 keys two (the float16-score kernel
-// waited on V^T in 11% of its consumers' loop samples, with the converting warps busy 90% of the time; two loads in
-// flight: +2-3% for that kernel, bench/NOTES.md); four spill in the producer warpgroup's 40 registers, and so do two at
-// 128 keys.
+// permutes, which would otherwise wait out each load's latency alone: two at 192 keys, where the consumers waited for
+// V^T with one; four spill in the producer warpgroup's 40 registers, and so do two at 128 keys.
 template <int kKeys>
 __device__ __forceinline__ void transpose_v_tile_fp8(uint32_t v, uint32_t vt, const TransposeLanes<kKeys> &lanes)
 {

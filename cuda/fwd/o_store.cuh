@@ -2,10 +2,9 @@
 //
 // In the m64nN accumulator layout (softmax.cuh) the 4 threads of a quad hold, of each 8-column block of a row, 2
 // columns each: as bf16 pairs, one word a thread. Stored as they are, a warp's 4-byte stores cover 8 rows x 16 bytes
-// (half a sector each), and O's 32 of them a thread held an item's end back by ~5% of the time at 4k tokens (a
-// timing-only build storing one word a row: bench/NOTES.md). Per 4 blocks the quad transposes its 4 x 4 words
-// instead (two butterfly stages of shuffles), after which thread q holds the 8 columns of block 4 m + q: 8 stores of
-// 16 bytes a row half, a warp's covering 8 rows x 64 bytes.
+// (half a sector each), and O's 32 of them a thread held an item's end back at short sequences. Per 4 blocks the
+// quad transposes its 4 x 4 words instead (two butterfly stages of shuffles), after which thread q holds the 8
+// columns of block 4 m + q: 8 stores of 16 bytes a row half, a warp's covering 8 rows x 64 bytes.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -30,39 +30,10 @@ __device__ __forceinline__ float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Per half: the last visible column of the tile starting at key0, minus the lane's own offset 2 (lane % 4), so that
-// element e is masked where acc_col(e, 0) > last_col[acc_half(e)].
-__device__ __forceinline__ void mask_limits(uint32_t lane, int query_half0, int key0, int seqlen_k, bool causal,
-                                            int causal_offset, int (&last_col)[2])
-{
-    const int key_base = key0 + acc_col(0, lane);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        last_col[h] = seqlen_k - 1 - key_base;
-        if (causal)
-            last_col[h] = min(last_col[h], query_half0 + 8 * h + causal_offset - key_base);
-    }
-}
-
-// Sets s to -inf where key `key0 + col` may not be seen by the thread's query of that half: past seqlen_k, or, when
-// causal, past the bottom-right-aligned diagonal (key <= query + causal_offset). Element e's column is 2 (lane % 4)
-// plus a constant of e, so both conditions fold into one limit per half, and each element costs one compare with
-// an immediate and one select (about 3.5 instructions before).
-template <int kRegs>
-__device__ __forceinline__ void apply_mask(float (&s)[kRegs], uint32_t lane, int query_half0, int key0,
-                                           int seqlen_k, bool causal, int causal_offset)
-{
-    int last_col[2];
-    mask_limits(lane, query_half0, key0, seqlen_k, causal, causal_offset, last_col);
-#pragma unroll
-    for (int e = 0; e < kRegs; ++e)
-        if (acc_col(e, 0) > last_col[acc_half(e)])
-            s[e] = -INFINITY;
-}
-
 // Running max of the two rows a thread owns, in the log2 domain: t = score * scale_log2.
 struct OnlineMax {
-    float row_max[2] = {-INFINITY, -INFINITY};  // max of t over the keys seen so far (FwdConfig::kLazyMax: the reference)
+    // max of t over the keys seen so far (the lazy max's reference: softmax_exp2.cuh)
+    float row_max[2] = {-INFINITY, -INFINITY};
 
     // What p is measured from: the row's max, or 0 where it has seen only masked keys.
     __device__ __forceinline__ float reference(int h) const { return row_max[h] == -INFINITY ? 0.0f : row_max[h]; }

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "fwd_config.cuh"
+#include "fwd/descriptors.cuh"
 #include "ptx.cuh"
 
 namespace fp {

@@ -19,27 +19,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "expfree.cuh"
+#include "fwd/expfree.cuh"
 #include "ptx.cuh"
-#include "softmax.cuh"
+#include "fwd/softmax.cuh"
 
 namespace fp {
-
-// Sets the float16 scores to -inf where apply_mask sets float32 ones (softmax.cuh): one column limit per half.
-template <int kRegs>
-__device__ __forceinline__ void apply_mask_f16x2(uint32_t (&s)[kRegs], uint32_t lane, int query_half0, int key0,
-                                                 int seqlen_k, bool causal, int causal_offset)
-{
-    constexpr uint32_t kNegInf = 0xfc00u;
-    int last_col[2];
-    mask_limits(lane, query_half0, key0, seqlen_k, causal, causal_offset, last_col);
-#pragma unroll
-    for (int j = 0; j < kRegs; ++j) {
-        const int col = acc_col(2 * j, 0), half = acc_half(2 * j);
-        const bool off_lo = col > last_col[half], off_hi = col + 1 > last_col[half];
-        s[j] = off_lo ? (kNegInf << 16 | kNegInf) : off_hi ? (s[j] & 0xffffu) | kNegInf << 16 : s[j];
-    }
-}
 
 // This thread's max of each half (row) of the float16 scores, as float32 (exact).
 template <int kRegs>
