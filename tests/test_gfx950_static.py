@@ -334,6 +334,27 @@ def test_lint_counts_wait_states_between(tmp_path):
     assert "v_cndmask_b32_e32" in problems[5] and "1 of 2" in problems[5]
 
 
+OVERWRITES = """
+  v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:23], v[24:31], v[32:47]
+  s_nop 7
+  s_nop 5
+  v_mov_b32 v33, 0
+  global_store_dwordx4 v[48:49], v[50:53], off
+  v_mov_b32 v51, 0
+  global_store_dwordx2 v[48:49], v[54:55], off
+  v_mov_b32 v54, 0
+"""
+
+
+def test_lint_finds_overwrites(tmp_path):
+    """Write-after-read: a VALU overwriting an in-flight MFMA's C after 14 of its 15 wait states, and the data of a
+    16-byte global store right after it; an 8-byte store's data may be overwritten at once."""
+    problems = _lint_body(tmp_path, OVERWRITES)
+    assert len(problems) == 2, problems
+    assert "src_c_overwrite: v33" in problems[0] and "14 of 15" in problems[0]
+    assert "valu_write: v51" in problems[1] and "0 of 2" in problems[1]
+
+
 @pytest.mark.parametrize("name", QUANTIZERS)
 def test_quantizer_permutes_in_flight_together(name):
     """Each cross-lane butterfly stage of the quantizer's largest part issues the lane permutes of all its slots (one

@@ -225,7 +225,8 @@ def _produced(instruction, acc):
         if mnemonic.startswith(TRANSCENDENTAL):
             add(hz.TRANS, acc.vwrites)
     elif acc.kind == "memory" and "store" in mnemonic and not mnemonic.startswith("ds_"):
-        data = _vregs(operands.split(",")[1]) if "," in operands else set()
+        parts = operands.split(",")
+        data = _vregs(parts[0] if mnemonic.startswith("buffer_") else parts[1]) if len(parts) > 1 else set()
         if len(data) > 2:
             add(hz.WIDE_STORE, data)
     elif mnemonic.startswith("s_setreg"):
