@@ -26,7 +26,7 @@ def regs(first, count, kind="vgpr"):
 def _mfma(mnemonic, dst=0, a=16, b=24, c=None, kind="vgpr"):
     """A MIR MFMA writing `kind` registers from `dst` (A at VGPR a, B at b, C at VGPR c or 0). MIR opcodes: the
     mnemonic in capitals, f8f6f4 forms with e4m3 operands (f8_f8), vgprcd for a VGPR result, mac when C is D."""
-    passes = hz.mfma_passes(mnemonic)
+    hz.mfma_passes(mnemonic)  # one the table knows
     dst_count = 16 if "32x32" in mnemonic else 4
     base = mnemonic.upper().replace("F8F6F4", "F8F6F4_f8_f8")
     ab_count = 8 if "f8f6f4" in mnemonic else 4
@@ -41,13 +41,11 @@ def _mfma(mnemonic, dst=0, a=16, b=24, c=None, kind="vgpr"):
         tail = "0, 0"
     else:
         tail = "0, 0, 0"
-    assert passes
     return (f"{regs(dst, dst_count, kind)} = {opcode} {regs(a, ab_count)}, {regs(b, ab_count)}, {src_c}, {tail}, "
             "implicit $mode, implicit $exec")
 
 
 VALU_READ_V1 = "$vgpr60 = V_ADD_F32_e32 $vgpr1, $vgpr1, implicit $mode, implicit $exec"
-VALU_WRITE = "${reg} = V_MOV_B32_e32 $vgpr62, implicit $exec"
 CMPX = "$exec = V_CMPX_EQ_I32_e64 $vgpr60, $vgpr61, implicit $exec"
 PERMLANE = "$vgpr1, $vgpr2 = V_PERMLANE32_SWAP_B32_e32 $vgpr1, $vgpr2, implicit $exec"
 DPP = "$vgpr3 = V_MOV_B32_dpp $vgpr3, $vgpr1, 1, 15, 15, 0, implicit $exec"
@@ -83,7 +81,8 @@ def _mfma_probes(m, relation):
 
 READFIRSTLANE_S5 = "$sgpr5 = V_READFIRSTLANE_B32 $vgpr60, implicit $exec"
 OTHER_PROBES = {
-    (hz.VALU_VGPR, "mfma_read"): [(["$vgpr17 = V_MOV_B32_e32 $vgpr60, implicit $exec"], [_mfma("v_mfma_f32_32x32x16_bf16")]),
+    (hz.VALU_VGPR, "mfma_read"): [(["$vgpr17 = V_MOV_B32_e32 $vgpr60, implicit $exec"],
+                                   [_mfma("v_mfma_f32_32x32x16_bf16")]),
                                  (["$vgpr41 = V_MOV_B32_e32 $vgpr60, implicit $exec"],
                                   [_mfma("v_mfma_scale_f32_32x32x64_f8f6f4")]),
                                  (["$vgpr32 = V_MOV_B32_e32 $vgpr60, implicit $exec"],
@@ -106,10 +105,9 @@ OTHER_PROBES = {
     (hz.VALU_SGPR, "div_fmas_vcc"): [(["$vcc = V_CMP_GT_U32_e64 $vgpr60, $vgpr61, implicit $exec"],
                                       ["$vgpr3 = V_DIV_FMAS_F32_e64 0, $vgpr1, 0, $vgpr2, 0, $vgpr4, 0, 0, "
                                        "implicit $mode, implicit $vcc, implicit $exec"])],
-    (hz.VALU_SGPR, "vmem_sgpr_read"): [([READFIRSTLANE_S5],
-                                        ["$vgpr1 = GLOBAL_LOAD_DWORD_SADDR $sgpr4_sgpr5, $vgpr2, 0, 0, implicit $exec"]),
-                                       ([READFIRSTLANE_S5],
-                                        ["GLOBAL_STORE_DWORD_SADDR $vgpr2, $vgpr3, $sgpr4_sgpr5, 0, 0, implicit $exec"])],
+    (hz.VALU_SGPR, "vmem_sgpr_read"): [
+        ([READFIRSTLANE_S5], ["$vgpr1 = GLOBAL_LOAD_DWORD_SADDR $sgpr4_sgpr5, $vgpr2, 0, 0, implicit $exec"]),
+        ([READFIRSTLANE_S5], ["GLOBAL_STORE_DWORD_SADDR $vgpr2, $vgpr3, $sgpr4_sgpr5, 0, 0, implicit $exec"])],
     (hz.VALU_EXEC, "mfma"): [([CMPX], [_mfma("v_mfma_f32_32x32x64_f8f6f4")])],
     (hz.VALU_EXEC, "readlane"): [([CMPX], ["$sgpr4 = V_READFIRSTLANE_B32 $vgpr1, implicit $exec"]),
                                  ([CMPX], ["$sgpr4 = V_READLANE_B32 $vgpr1, $sgpr6, implicit $exec"])],

@@ -236,10 +236,10 @@ def test_no_hazards(name):
     assert gfx950_lint.lint(gfx950_lint.disassemble(str(code_object(name)))) == []
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", [n for n in KERNELS if "fp8" in n])
 def test_mfma_result_wait_is_the_tables(name):
-    """wait_mfma_result (kMfmaResultWaitStates) is what the hazard table asks after the kernel's MFMAs, no less and
-    (every wait state costs the M phase a cycle) no more."""
+    """The fp8 kernels' wait_mfma_result (kMfmaResultWaitStates, before the epilogue) is what the hazard table asks
+    after their MFMAs. (The bf16 kernels need none: their epilogue reads the first accumulators first.)"""
     mfmas = {m for _, m, _ in gfx950_lint.disassemble(str(code_object(name))) if m.startswith("v_mfma")}
     need = max(gfx950_hazards.wait_states(m, gfx950_hazards.RESULT_READ) for m in mfmas)
     assert assembly_sets(name)["kMfmaResultWaitStates"] == need

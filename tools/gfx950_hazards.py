@@ -12,7 +12,7 @@ Producers and the relations their consumers have to them (one row each in RULES)
       read by an MFMA as A or B (or a block scale) ...................................... P + 4
       read by an MFMA as C overlapping, not equal to, the result ........................ P + 2
       read by an MFMA as C exactly (back-to-back accumulation) .......................... 0
-  * an XDL MFMA of P passes reading C: a VALU or load overwriting it ...................... 3 / 7 / 15 (4 / 8 / 16 passes)
+  * an XDL MFMA of P passes reading C: a VALU or load overwriting it .............. 3 / 7 / 15 (4 / 8 / 16 passes)
   * a VALU writing a VGPR: an MFMA reads it (A, B, C or scale) 2; v_permlane*_swap 2; a DPP read 2;
     v_readlane / v_readfirstlane 1
   * a VALU writing an SGPR (VCC too: compares, carries, v_readfirstlane): a VALU reads it, named or implicit (the

@@ -84,8 +84,9 @@ def access(mnemonic, operands):
     parts = [p for p in parts if p]
     if mnemonic.startswith("v_mfma"):
         dst, a, b, c = (parts + ["", "", "", ""])[:4]
-        return Access("mfma", vwrites=_vregs(dst), src_ab=_vregs(a) | _vregs(b) | _union([_vregs(p) for p in parts[4:]]),
-                      src_c=_vregs(c), sreads={"exec_lo", "exec_hi"})
+        scales = _union([_vregs(p) for p in parts[4:]])
+        return Access("mfma", vwrites=_vregs(dst), src_ab=_vregs(a) | _vregs(b) | scales, src_c=_vregs(c),
+                      sreads={"exec_lo", "exec_hi"})
     if mnemonic.startswith(_MEMORY):
         text = operands.split(" offset")[0]
         regs = [_vregs(p) for p in parts]
