@@ -1,7 +1,7 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
 argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize_d*),
 the resources in the code object metadata against the kernel's own register map, the instruction mix, and the
-MFMA hazard lint (tools/gfx950_lint.py)."""
+wait-state hazard lint (tools/gfx950_lint.py, its table tools/gfx950_hazards.py)."""
 import pathlib
 import re
 import shutil
@@ -14,6 +14,7 @@ import markers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import gfx950_hazards  # noqa: E402
 import gfx950_lint  # noqa: E402
 
 pytestmark = markers.needs_llvm22
@@ -231,15 +232,24 @@ def test_fp8_kernel_is_exp_free(name):
 
 
 @pytest.mark.parametrize("name", ALL_KERNELS)
-def test_no_mfma_hazards(name):
+def test_no_hazards(name):
     assert gfx950_lint.lint(gfx950_lint.disassemble(str(code_object(name)))) == []
+
+
+@pytest.mark.parametrize("name", [n for n in KERNELS if "fp8" in n])
+def test_mfma_result_wait_is_the_tables(name):
+    """The fp8 kernels' wait_mfma_result (kMfmaResultWaitStates, before the epilogue) is what the hazard table asks
+    after their MFMAs. (The bf16 kernels need none: their epilogue reads the first accumulators first.)"""
+    mfmas = {m for _, m, _ in gfx950_lint.disassemble(str(code_object(name))) if m.startswith("v_mfma")}
+    need = max(gfx950_hazards.wait_states(m, gfx950_hazards.RESULT_READ) for m in mfmas)
+    assert assembly_sets(name)["kMfmaResultWaitStates"] == need
 
 
 def _lint_body(tmp_path, body):
     """The lint's findings on a one-kernel code object around `body` (assembled and linked here)."""
     source = (".amdgcn_target \"amdgcn-amd-amdhsa--gfx950\"\n.text\n.globl k\n.p2align 8\n.type k,@function\nk:"
-              + body + "  s_endpgm\n.rodata\n.p2align 6\n.amdhsa_kernel k\n  .amdhsa_next_free_vgpr 32\n"
-              "  .amdhsa_next_free_sgpr 8\n  .amdhsa_accum_offset 32\n.end_amdhsa_kernel\n")
+              + body + "  s_endpgm\n.rodata\n.p2align 6\n.amdhsa_kernel k\n  .amdhsa_next_free_vgpr 64\n"
+              "  .amdhsa_next_free_sgpr 8\n  .amdhsa_accum_offset 64\n.end_amdhsa_kernel\n")
     (tmp_path / "k.s").write_text(source)
     subprocess.run(["clang-22", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", str(tmp_path / "k.s"),
                     "-o", str(tmp_path / "k.o")], check=True)
@@ -254,8 +264,7 @@ HAZARDS = """
   v_mov_b32 v16, 1.0
   v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], v[0:15]
   s_nop 7
-  s_nop 7
-  s_nop 2
+  s_nop 3
   v_add_f32 v30, v1, v1
 """
 
@@ -263,58 +272,87 @@ HAZARDS = """
 def test_lint_finds_hazards(tmp_path):
     problems = _lint_body(tmp_path, HAZARDS)
     assert len(problems) == 2, problems
-    assert "v_add_f32" in problems[0] and "wait states too early" in problems[0]  # 8 of 19 wait states
-    assert "v_mfma" in problems[1] and "written by the VALU" in problems[1]       # v16 right before
+    assert "v_add_f32" in problems[0] and "after 8 of 12" in problems[0]              # an 8-pass MFMA's result
+    assert "v_mfma" in problems[1] and "mfma_read" in problems[1] and "0 of 2" in problems[1]  # v16 right before
 
 
 WAIT_STATE_EDGES = """
+  v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:23], v[24:31], 0
+  s_nop 7
+  s_nop 7
+  s_nop 2
+  v_add_f32 v40, v1, v1
   v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], 0
   s_nop 7
+  s_nop 3
+  v_add_f32 v40, v1, v1
+  v_exp_f32 v41, v42
+  v_add_f32 v43, v41, v41
+  v_exp_f32 v44, v42
+  s_nop 0
+  v_add_f32 v45, v44, v44
+  v_exp_f32 v46, v42
+  v_exp_f32 v47, v46
+  v_mov_b32 v36, v37
+  s_nop 0
+  v_permlane32_swap_b32 v36, v38
+  v_mov_b32 v34, v37
+  s_nop 1
+  v_permlane32_swap_b32 v34, v38
+  v_cmp_gt_u32 vcc, 5, v37
+  v_cndmask_b32 v33, v35, v39, vcc
+  v_cmp_gt_u32 vcc, 5, v37
+  s_nop 1
+  v_cndmask_b32 v33, v35, v39, vcc
+  v_add_u32 v48, 1, v37
+  v_readfirstlane_b32 s4, v48
+  v_add_u32 v48, 1, v37
+  s_nop 0
+  v_readfirstlane_b32 s4, v48
+  v_cmp_gt_u32 vcc, 5, v37
+  s_cbranch_scc1 .Lskip
   s_nop 7
-  s_nop 1
-  v_add_f32 v30, v1, v1
-  v_exp_f32 v24, v25
-  v_add_f32 v26, v24, v24
-  v_exp_f32 v27, v25
-  s_nop 0
-  v_add_f32 v28, v27, v27
-  v_exp_f32 v29, v25
-  v_exp_f32 v31, v29
-  v_mov_b32 v20, v21
-  s_nop 0
-  v_permlane32_swap_b32 v20, v22
-  v_mov_b32 v18, v21
-  s_nop 1
-  v_permlane32_swap_b32 v18, v22
-  v_cmp_gt_u32 vcc, 5, v21
-  v_cndmask_b32 v17, 0, 1, vcc
-  v_cmp_gt_u32 vcc, 5, v21
-  v_cndmask_b32 v17, v16, v15, vcc
-  v_cmp_gt_u32 vcc, 5, v21
-  s_nop 1
-  v_cndmask_b32 v17, 0, 1, vcc
-  v_add_u32 v14, 1, v21
-  v_readfirstlane_b32 s4, v14
-  v_add_u32 v14, 1, v21
-  s_nop 0
-  v_readfirstlane_b32 s4, v14
+.Lskip:
+  v_cndmask_b32 v33, v35, v39, vcc
 """
 
 
 def test_lint_counts_wait_states_between(tmp_path):
-    """Wait states are the instructions between producer and consumer, the producer not among them: an MFMA result
-    read after 18 of its 19 is a hazard; a transcendental's read by the next VALU is one (1 needed), after an s_nop 0
-    it is not, and by another transcendental it is not; a VALU write a v_permlane32_swap reads after 1 of its 2
-    wait states is one, after 2 it is not; VCC from a compare named by the next VALU (an e64 form) is one, read
-    implicitly (e32) or after 2 wait states it is not; a VGPR v_readfirstlane reads right after its VALU write is
-    one, after 1 wait state it is not."""
+    """Wait states are the instructions between producer and consumer, the producer not among them. A 16-pass
+    MFMA's result read after 19 of its 20 is a hazard, an 8-pass one's after 12 is not; a transcendental's read by the
+    next VALU is one, after an s_nop 0 not, by another transcendental not; a VALU write a v_permlane32_swap reads after
+    1 of its 2 wait states is one, after 2 not; VCC from a compare read by the next v_cndmask_b32 (e32: implicitly) is
+    one, after 2 wait states not; a VGPR v_readfirstlane reads right after its VALU write is one, after 1 not; and a
+    forward branch carries the compare to its target past the s_nop it skips."""
     problems = _lint_body(tmp_path, WAIT_STATE_EDGES)
-    assert len(problems) == 5, problems
-    assert "v_add_f32" in problems[0] and "1 wait states too early" in problems[0]
-    assert "v_add_f32" in problems[1] and "transcendental" in problems[1] and "0 of 1" in problems[1]
+    assert len(problems) == 6, problems
+    assert "v_add_f32" in problems[0] and "after 19 of 20" in problems[0]
+    assert "v_add_f32" in problems[1] and "v_exp_f32" in problems[1] and "0 of 1" in problems[1]
     assert "v_permlane32_swap" in problems[2] and "1 of 2" in problems[2]
-    assert "v_cndmask_b32_e64" in problems[3] and "vcc" in problems[3] and "0 of 2" in problems[3]
+    assert "v_cndmask_b32_e32" in problems[3] and "vcc" in problems[3] and "0 of 2" in problems[3]
     assert "v_readfirstlane_b32" in problems[4] and "0 of 1" in problems[4]
+    assert "v_cndmask_b32_e32" in problems[5] and "1 of 2" in problems[5]
+
+
+OVERWRITES = """
+  v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:23], v[24:31], v[32:47]
+  s_nop 7
+  s_nop 5
+  v_mov_b32 v33, 0
+  global_store_dwordx4 v[48:49], v[50:53], off
+  v_mov_b32 v51, 0
+  global_store_dwordx2 v[48:49], v[54:55], off
+  v_mov_b32 v54, 0
+"""
+
+
+def test_lint_finds_overwrites(tmp_path):
+    """Write-after-read: a VALU overwriting an in-flight MFMA's C after 14 of its 15 wait states, and the data of a
+    16-byte global store right after it; an 8-byte store's data may be overwritten at once."""
+    problems = _lint_body(tmp_path, OVERWRITES)
+    assert len(problems) == 2, problems
+    assert "src_c_overwrite: v33" in problems[0] and "14 of 15" in problems[0]
+    assert "valu_write: v51" in problems[1] and "0 of 2" in problems[1]
 
 
 @pytest.mark.parametrize("name", QUANTIZERS)
