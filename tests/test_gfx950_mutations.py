@@ -15,9 +15,9 @@ from test_gfx950_kernel_emulated import RNG, ROOT, _run
 _TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in _TOOLS),
                                 reason="needs clang-22, ld.lld-22 and llvm-objdump-22 (llvm-22)")
-_FILL_WAIT = """    ds_write_b128 v[v_t1], v[v_stage + 8:v_stage + 11] offset:kTileBytes
-    .endif
+_FILL_WAIT = """    .if \\lds_wait
     s_waitcnt lgkmcnt(0)
+    .endif
 .endm"""
 
 
