@@ -427,11 +427,11 @@ flashprefill_status fp_validate_merge_state(const flashprefill_merge_state_param
         return s;
     const int in_bytes = merge_state_dtype_bytes(p->in_dtype), out_bytes = merge_state_dtype_bytes(p->out_dtype);
     if (in_bytes == 0)
-        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d",
-                       (int)p->in_dtype);
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "in_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d", (int)p->in_dtype);
     if (out_bytes == 0)
-        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d",
-                       (int)p->out_dtype);
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "out_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d", (int)p->out_dtype);
     const int64_t extent[4] = {p->batch, p->seqlen_q, p->heads_q, p->dim_v};
     const tensor_view tensors[3] = {
         {"out_a", p->out_a, {extent[0], extent[1], extent[2], extent[3]},
