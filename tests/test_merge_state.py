@@ -243,3 +243,65 @@ def test_nan_in_a_part_without_keys_still_reaches(rng):
     a[0, 2, 1, 3] = np.nan
     out, _ = merge_state_reference(a, la, b, lb)
     assert np.isnan(out[0, 2, 1, 3]) and np.isfinite(np.delete(out[0, 2, 1], 3)).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fp.merge_state's own checks and what it passes to the library: DeviceArray stand-ins at fake addresses, the device
+# check before the call bypassed, so the library's validation answers (then NO_DEVICE here, or on a GPU machine
+# INVALID_ARGUMENT for memory that is not the device's).
+
+@pytest.fixture
+def no_device_check(monkeypatch):
+    from flashprefill import _arrays, _devices
+    monkeypatch.setattr(_devices, "require", lambda like, name, backend: None)
+    monkeypatch.setattr(_arrays, "resolve_stream", lambda stream, like, device: 0)
+
+
+def _fake(name, shape, dtype="bfloat16", strides=None):
+    from flashprefill import DeviceArray
+    return DeviceArray(FAKE[name], shape, dtype, strides=strides)
+
+
+def _fake_call(shape=(2, 100, 8, 128), dtype="bfloat16", **override):
+    batch, seqlen, heads, _ = shape
+    args = {"out_a": _fake("out_a", shape, dtype), "lse_a": _fake("lse_a", (batch, heads, seqlen), "float32"),
+            "out_b": _fake("out_b", shape, dtype), "lse_b": _fake("lse_b", (batch, heads, seqlen), "float32"),
+            "out": _fake("out", shape, dtype), "lse_out": _fake("lse", (batch, heads, seqlen), "float32")}
+    return {**args, **override}
+
+
+def _library_answer(call):
+    import flashprefill as fp
+    with pytest.raises(fp.Error) as info:
+        fp.merge_state(**call)
+    return info.value
+
+
+def test_python_passes_a_valid_call(no_device_check):
+    for call in (_fake_call(), _fake_call(dtype="float32"), _fake_call(out=_fake("out_a", (2, 100, 8, 128)))):
+        error = _library_answer(call)
+        assert error.status == Status.ERROR_NO_DEVICE or "is not device memory" in error.message, error
+
+
+def test_python_passes_strides(no_device_check):
+    out = _fake("out", (2, 100, 8, 128), strides=(100 * 8 * 128, 8 * 128, 64, 1))
+    error = _library_answer(_fake_call(out=out))
+    assert error.status == INVALID and "out overlaps itself: out_stride_head = 64" in error.message, error
+    out_a = _fake("out_a", (2, 100, 8, 128), strides=(100 * 8 * 136, 8 * 136, 136, 1))
+    error = _library_answer(_fake_call(out=_fake("out_a", (2, 100, 8, 128)), out_a=out_a))
+    assert error.status == INVALID and "out overlaps out_a: in place needs out to be out_a itself" in error.message
+
+
+@pytest.mark.parametrize("override, exception, match", [
+    ({"out_b": ("out_b", (2, 100, 8, 64))}, ValueError, r"out_b must be bfloat16 or float32 of shape"),
+    ({"out_b": ("out_b", (2, 100, 8, 128), "float32")}, TypeError, "out_a and out_b must have one dtype"),
+    ({"out": ("out", (2, 100, 8, 128), "int8")}, ValueError, "out must be bfloat16 or float32"),
+    ({"lse_a": ("lse_a", (2, 100, 8), "float32")}, ValueError, r"lse_a must be contiguous float32 of shape"),
+    ({"lse_out": ("lse", (2, 8, 100), "bfloat16")}, ValueError, "lse_out must be contiguous float32"),
+    ({"lse_b": ("lse_b", (2, 8, 100), "float32", (1600, 1, 8))}, ValueError, "lse_b must be contiguous"),
+])
+def test_python_checks(no_device_check, override, exception, match):
+    import flashprefill as fp
+    call = _fake_call(**{key: _fake(*value) for key, value in override.items()})
+    with pytest.raises(exception, match=match):
+        fp.merge_state(**call)
