@@ -1,7 +1,11 @@
 """flashprefill_merge_state without a GPU: its validation through the C ABI of both libraries (fake pointers, never
-dereferenced), and the float64 reference's properties: merging attention over keys [0, s) and [s, n) is attention
-over [0, n), with the causal mask aligned bottom-right, and the rule for rows that are not finite."""
+dereferenced); the float64 reference's properties: merging attention over keys [0, s) and [s, n) is attention over
+[0, n), with the causal mask aligned bottom-right, and the rule for rows that are not finite; fp.merge_state's own
+checks and the params it passes; the Hopper kernel's 16-byte accesses in its machine code."""
 import ctypes
+import pathlib
+import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -305,3 +309,34 @@ def test_python_checks(no_device_check, override, exception, match):
     call = _fake_call(**{key: _fake(*value) for key, value in override.items()})
     with pytest.raises(exception, match=match):
         fp.merge_state(**call)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Hopper kernel's machine code: 16-byte global loads and stores of out_a, out_b and out, the only narrower ones
+# the three lse, nothing in local memory.
+
+MERGE_OBJECT = pathlib.Path(__file__).resolve().parents[1] / "build" / "merge_state.cu.o"
+
+
+@pytest.fixture(scope="module")
+def merge_sass():
+    from test_sass import _cuobjdump
+    if not MERGE_OBJECT.exists():
+        pytest.fail(f"{MERGE_OBJECT} is missing: run `make` first")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    text = subprocess.run([tool, "--dump-sass", str(MERGE_OBJECT)], capture_output=True, text=True, check=True).stdout
+    return {name.strip(): body for name, _, body in (chunk.partition("\n") for chunk in text.split("Function : ")[1:])}
+
+
+def test_merge_kernel_moves_16_bytes_an_access(merge_sass):
+    kernels = {name: body for name, body in merge_sass.items() if "merge_state_kernel" in name}
+    assert len(kernels) == 4, list(merge_sass)  # bf16 / float32 in, bf16 / float32 out
+    for name, body in kernels.items():
+        wide_loads, narrow_loads = re.findall(r"\bLDG\.E\.128\b", body), re.findall(r"\bLDG\.E\b(?!\.)", body)
+        wide_stores, narrow_stores = re.findall(r"\bSTG\.E\.128\b", body), re.findall(r"\bSTG\.E\b(?!\.)", body)
+        assert wide_loads and wide_stores, f"{name}: no 16-byte global loads or stores"
+        assert (len(narrow_loads), len(narrow_stores)) == (2, 1), \
+            f"{name}: {len(narrow_loads)} 4-byte loads and {len(narrow_stores)} 4-byte stores (lse_a, lse_b; lse)"
+        assert not re.findall(r"\b(LDL|STL|LDG\.E\.(?:U?8|U?16|64)|STG\.E\.(?:U?8|U?16|64))\b", body), name

@@ -121,6 +121,16 @@ def test_default_outputs(rng, dtype):
     _check(ga.host_f64(out), ga.host_f64(lse), host, dtype)
 
 
+def test_last_error_cleared_by_a_success(rng):
+    from flashprefill import _lib
+    (out_a, lse_a), (out_b, lse_b) = (_state(rng, (1, 10, 2, 64), "bfloat16") for _ in range(2))
+    library = _lib.lib()
+    assert library.flashprefill_merge_state(None, None) == fp.Status.ERROR_INVALID_ARGUMENT
+    assert library.flashprefill_last_error() == b"params is NULL"
+    fp.merge_state(out_a, lse_a, out_b, lse_b)
+    assert library.flashprefill_last_error() == b""
+
+
 @pytest.mark.parametrize("dtypes", DTYPES, ids=DTYPE_IDS)
 def test_rows_that_are_not_finite(rng, dtypes):
     """Per query row, every head: 0 a saw no key; 1 b saw none; 2 neither; 3 lse_a NaN; 4 lse_b +inf; 5 both +inf;
