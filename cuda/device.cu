@@ -100,3 +100,16 @@ extern "C" flashprefill_status fp_check_prepare_v_device(const flashprefill_prep
         return s;
     return FLASHPREFILL_SUCCESS;
 }
+
+extern "C" flashprefill_status fp_check_merge_state_device(const flashprefill_merge_state_params *p)
+{
+    int device = 0;
+    flashprefill_status s;
+    if ((s = current_hopper(&device)))
+        return s;
+    if ((s = check_on_device("out_a", p->out_a, device)) || (s = check_on_device("out_b", p->out_b, device)) ||
+        (s = check_on_device("out", p->out, device)) || (s = check_on_device("lse_a", p->lse_a, device)) ||
+        (s = check_on_device("lse_b", p->lse_b, device)) || (s = check_on_device("lse", p->lse, device)))
+        return s;
+    return FLASHPREFILL_SUCCESS;
+}

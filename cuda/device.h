@@ -9,3 +9,6 @@ extern "C" flashprefill_status fp_check_quantize_device(const flashprefill_quant
 
 // The same for flashprefill_prepare_v's pointers.
 extern "C" flashprefill_status fp_check_prepare_v_device(const flashprefill_prepare_v_params *p);
+
+// The same for flashprefill_merge_state's pointers.
+extern "C" flashprefill_status fp_check_merge_state_device(const flashprefill_merge_state_params *p);

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 8
+#define FLASHPREFILL_VERSION_MINOR 9
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -250,6 +250,59 @@ flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p,
    flashprefill_forward takes `prepared` as v with v_layout PREPARED, its strides as v_stride_batch, v_stride_head
    and v_stride_dim, and v_stride_seq 1. */
 flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
+
+/* flashprefill_merge_state: two attention results of the same queries over disjoint sets of keys, (out_a, lse_a)
+ * and (out_b, lse_b), combined into the result over their union (cascade attention over a shared prefix, context
+ * parallelism). Per (batch, query, head) row, in float32, natural logs:
+ *
+ *   lse = log(exp(lse_a) + exp(lse_b)),   out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b
+ *
+ * Rows that are not finite: a part with lse -inf (it saw no key; flashprefill_forward writes out 0 there) has weight
+ * 0, so the merge is the other part exactly; both -inf give lse -inf and out 0 (out_a and out_b times 0). An lse of
+ * NaN or +inf (which attention never writes: a score of +inf makes its row NaN) makes the row NaN, out and lse.
+ * Otherwise out follows IEEE arithmetic: a NaN or inf in out_a's column d reaches column d of the row, even with
+ * weight 0 (0 times inf or NaN is NaN); lse does not read out. */
+typedef struct flashprefill_merge_state_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_merge_state_params): set by flashprefill_merge_state_params_init() */
+
+    /* Tensors: device pointers; out_a, out_b and out 16-byte aligned, the lse 4-byte aligned. */
+    const void *out_a;   /* (batch, seqlen_q, heads_q, dim_v), in_dtype */
+    const void *out_b;   /* (batch, seqlen_q, heads_q, dim_v), in_dtype */
+    void *out;           /* (batch, seqlen_q, heads_q, dim_v), out_dtype; may be out_a or out_b itself (the same
+                            pointer, strides and dtype: in place), else must not overlap them; not itself */
+    const float *lse_a;  /* (batch, heads_q, seqlen_q) contiguous, as flashprefill_forward writes it */
+    const float *lse_b;  /* (batch, heads_q, seqlen_q) contiguous */
+    float *lse;          /* optional (NULL): (batch, heads_q, seqlen_q) contiguous; may be lse_a or lse_b itself,
+                            else must not overlap them nor out */
+
+    /* Strides in elements; each times the element size a multiple of 16 bytes, except stride_dim, which must
+       be 1. */
+    int64_t out_a_stride_batch, out_a_stride_seq, out_a_stride_head, out_a_stride_dim;
+    int64_t out_b_stride_batch, out_b_stride_seq, out_b_stride_head, out_b_stride_dim;
+    int64_t out_stride_batch, out_stride_seq, out_stride_head, out_stride_dim;
+
+    /* Shapes, named as flashprefill_params names them. */
+    int32_t batch;
+    int32_t seqlen_q;
+    int32_t heads_q;
+    int32_t dim_v;    /* a multiple of 8 (16 bytes of bf16) */
+
+    flashprefill_dtype in_dtype;  /* out_a and out_b: BF16 or FP32 */
+    flashprefill_dtype out_dtype; /* out: BF16 or FP32 */
+} flashprefill_merge_state_params;
+
+static inline flashprefill_merge_state_params flashprefill_merge_state_params_init(void)
+{
+    flashprefill_merge_state_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+/* Enqueues flashprefill_merge_state on `stream` and returns without waiting; validates p first, then checks the
+   device and the pointers as flashprefill_forward does. One pass over the bytes of out_a, out_b and out. From
+   0.9.0 on; the gfx950 library returns NOT_SUPPORTED (no kernel yet). */
+flashprefill_status flashprefill_merge_state(const flashprefill_merge_state_params *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * Nothing here touches the GPU or dereferences a tensor pointer.
  */
 #include "validate.h"
+#include "merge_state.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -385,5 +386,93 @@ flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p
                        "with the input");
     if (p->dim % 16 != 0)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "prepare_v takes dim a multiple of 16, got %d", (int)p->dim);
+    return FLASHPREFILL_SUCCESS;
+}
+
+/* Whether two tensors of one extent address the same elements: the same pointer, element size and strides (those of
+   axes of extent 1 are never used). */
+static int same_elements(const tensor_view *a, const tensor_view *b)
+{
+    if (a->data != b->data || a->elem_bytes != b->elem_bytes)
+        return 0;
+    for (int axis = 0; axis < 4; ++axis)
+        if (a->extent[axis] > 1 && a->stride[axis] != b->stride[axis])
+            return 0;
+    return 1;
+}
+
+static int merge_state_dtype_bytes(flashprefill_dtype dtype)
+{
+    return dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : dtype == FLASHPREFILL_DTYPE_FP32 ? 4 : 0;
+}
+
+static flashprefill_status check_lse(const char *name, const float *lse, int optional)
+{
+    if (lse == NULL && !optional)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
+    if ((uintptr_t)lse % sizeof(float) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s = %p is not 4-byte aligned", name, (const void *)lse);
+    return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_validate_merge_state(const flashprefill_merge_state_params *p)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_struct_bytes("flashprefill_merge_state_params", p->struct_bytes, (uint32_t)sizeof *p)))
+        return s;
+    if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen_q", p->seqlen_q)) ||
+        (s = check_positive("heads_q", p->heads_q)) || (s = check_positive("dim_v", p->dim_v)))
+        return s;
+    const int in_bytes = merge_state_dtype_bytes(p->in_dtype), out_bytes = merge_state_dtype_bytes(p->out_dtype);
+    if (in_bytes == 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "in_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d", (int)p->in_dtype);
+    if (out_bytes == 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "out_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d", (int)p->out_dtype);
+    const int64_t extent[4] = {p->batch, p->seqlen_q, p->heads_q, p->dim_v};
+    const tensor_view tensors[3] = {
+        {"out_a", p->out_a, {extent[0], extent[1], extent[2], extent[3]},
+         {p->out_a_stride_batch, p->out_a_stride_seq, p->out_a_stride_head, p->out_a_stride_dim}, in_bytes, 0, 3},
+        {"out_b", p->out_b, {extent[0], extent[1], extent[2], extent[3]},
+         {p->out_b_stride_batch, p->out_b_stride_seq, p->out_b_stride_head, p->out_b_stride_dim}, in_bytes, 0, 3},
+        {"out", p->out, {extent[0], extent[1], extent[2], extent[3]},
+         {p->out_stride_batch, p->out_stride_seq, p->out_stride_head, p->out_stride_dim}, out_bytes, 1, 3},
+    };
+    for (int i = 0; i < 3; ++i)
+        if ((s = check_tensor(&tensors[i])))
+            return s;
+    if ((s = check_lse("lse_a", p->lse_a, 0)) || (s = check_lse("lse_b", p->lse_b, 0)) ||
+        (s = check_lse("lse", p->lse, 1)))
+        return s;
+    /* Each element of out is written by the one thread that read it from out_a and out_b, and each row's lse by the
+       one that read lse_a and lse_b: in place is safe, any other sharing with what is written is a race. */
+    const int64_t out_span = tensor_span_bytes(&tensors[2]);
+    /* Cannot overflow: out, already checked, spans at least 16 bytes per (batch, head, query) row. */
+    const int64_t lse_bytes = (int64_t)p->batch * p->heads_q * p->seqlen_q * (int64_t)sizeof(float);
+    const float *const lse_in[2] = {p->lse_a, p->lse_b};
+    for (int i = 0; i < 2; ++i) {
+        const tensor_view *in = &tensors[i];
+        if (!same_elements(&tensors[2], in) && spans_overlap(p->out, out_span, in->data, tensor_span_bytes(in)))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "out overlaps %s: in place needs out to be %s itself (the same pointer, strides and "
+                           "dtype); otherwise they must not share memory", in->name, in->name);
+        if (spans_overlap(p->out, out_span, lse_in[i], lse_bytes))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out overlaps lse_%c", 'a' + i);
+        if (p->lse == NULL)
+            continue;
+        if (p->lse != lse_in[i] && spans_overlap(p->lse, lse_bytes, lse_in[i], lse_bytes))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse overlaps lse_%c: in place needs lse to be lse_%c "
+                           "itself; otherwise they must not share memory", 'a' + i, 'a' + i);
+        if (spans_overlap(p->lse, lse_bytes, in->data, tensor_span_bytes(in)))
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse overlaps %s", in->name);
+    }
+    if (p->lse != NULL && spans_overlap(p->lse, lse_bytes, p->out, out_span))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "lse overlaps out");
+    if (p->dim_v % 8 != 0)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "merge_state takes dim_v a multiple of 8 (whole 16-byte pieces of bf16), got %d", (int)p->dim_v);
     return FLASHPREFILL_SUCCESS;
 }

@@ -10,9 +10,10 @@ from ._arrays import DeviceArray
 from ._errors import Error, LibraryNotFoundError, NoDeviceError
 from ._params import DescaleKind, DType, Status
 from .api import attention, prepare_v, quantize_fp8, quantize_qkv, supports, version
+from .merge import merge_state
 from .prepared_v import PreparedV
 from .scales import BlockScales
 
 __all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "NoDeviceError",
-           "PreparedV", "Status", "attention", "fp8", "prepare", "prepare_v", "quantize_fp8", "quantize_qkv", "reference", "supports",
-           "version"]
+           "PreparedV", "Status", "attention", "fp8", "merge_state", "prepare", "prepare_v", "quantize_fp8",
+           "quantize_qkv", "reference", "supports", "version"]

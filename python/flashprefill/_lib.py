@@ -14,7 +14,7 @@ import os
 import pathlib
 
 from ._errors import LibraryNotFoundError
-from ._params import Params, PrepareVParams, QuantizeParams
+from ._params import MergeStateParams, Params, PrepareVParams, QuantizeParams
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
@@ -60,6 +60,12 @@ def _declare(lib):
     # flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
     lib.flashprefill_prepare_v.argtypes = [ctypes.POINTER(PrepareVParams), ctypes.c_void_p]
     lib.flashprefill_prepare_v.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_merge_state(const flashprefill_merge_state_params *p, void *stream);
+    # From 0.9.0: a 0.8 library lacks it, and merge_state says so (merge.py).
+    if hasattr(lib, "flashprefill_merge_state"):
+        lib.flashprefill_merge_state.argtypes = [ctypes.POINTER(MergeStateParams), ctypes.c_void_p]
+        lib.flashprefill_merge_state.restype = ctypes.c_int
     return lib
 
 

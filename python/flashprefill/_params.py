@@ -144,3 +144,25 @@ class PrepareVParams(SizedStruct):
         ("heads", ctypes.c_int32),
         ("dim", ctypes.c_int32),
     ]
+
+
+class MergeStateParams(SizedStruct):
+    """flashprefill_merge_state_params: (out_a, lse_a) and (out_b, lse_b) over disjoint keys -> (out, lse)."""
+    _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
+        ("out_a", ctypes.c_void_p),
+        ("out_b", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse_a", ctypes.c_void_p),
+        ("lse_b", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        *_strides("out_a"),
+        *_strides("out_b"),
+        *_strides("out"),
+        ("batch", ctypes.c_int32),
+        ("seqlen_q", ctypes.c_int32),
+        ("heads_q", ctypes.c_int32),
+        ("dim_v", ctypes.c_int32),
+        ("in_dtype", ctypes.c_int),   # flashprefill_dtype: BF16 or FP32
+        ("out_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
+    ]

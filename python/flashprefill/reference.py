@@ -111,3 +111,32 @@ def error_report(out, ref):
     return (f"relative_l2={relative_l2(out, ref):.3e} max_abs={max_abs:.3e} "
             f"worst at {index}: out={out[worst]:.6g} ref={ref[worst]:.6g} "
             f"(non-finite in out: {int((~finite).sum())})")
+
+
+def merge_state_reference(out_a, lse_a, out_b, lse_b):
+    """Two attention results of the same queries over disjoint keys merged into the result over both, in float64:
+    lse = log(exp(lse_a) + exp(lse_b)), out = exp(lse_a − lse)·out_a + exp(lse_b − lse)·out_b.
+
+    out_a, out_b: (batch, seqlen_q, heads_q, dim_v); lse_a, lse_b: (batch, heads_q, seqlen_q), natural log, as
+    attention_reference returns them. Returns (out, lse) float64. The rule of flashprefill_merge_state for rows that
+    are not finite: a part with lse −inf has weight 0 (the merge is the other part exactly); both −inf give lse −inf
+    and out 0·out_a + 0·out_b; an lse of NaN or +inf makes the row NaN (out and lse); out_a's and out_b's elements
+    follow IEEE arithmetic (a NaN or inf reaches its own column, even at weight 0).
+    """
+    out_a, lse_a, out_b, lse_b = (_as_float64(x) for x in (out_a, lse_a, out_b, lse_b))
+    if out_a.ndim != 4 or out_b.shape != out_a.shape:
+        raise ValueError(f"out_a and out_b must be 4-d (batch, seq, heads, dim) of one shape, got {out_a.shape}, "
+                         f"{out_b.shape}")
+    batch, seqlen_q, heads_q, _ = out_a.shape
+    if lse_a.shape != (batch, heads_q, seqlen_q) or lse_b.shape != lse_a.shape:
+        raise ValueError(f"lse_a and lse_b must be (batch, heads_q, seqlen_q) = {(batch, heads_q, seqlen_q)}, got "
+                         f"{lse_a.shape}, {lse_b.shape}")
+    both_empty = (lse_a == -np.inf) & (lse_b == -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        hi = np.maximum(lse_a, lse_b)  # NaN where either is NaN
+        lse = np.where(both_empty, -np.inf, hi + np.log1p(np.exp(-np.abs(lse_a - lse_b))))
+        lse = np.where(hi == np.inf, np.nan, lse)
+        weights = [np.where(both_empty, 0.0, np.exp(part - lse)).transpose(0, 2, 1)[..., None]
+                   for part in (lse_a, lse_b)]
+        out = weights[0] * out_a + weights[1] * out_b
+    return out, lse
