@@ -398,11 +398,13 @@ def test_fp8_float16_scores(shape, causal, descales, dims):
 def _f16_scores_q(q8, dim_qk):
     """The q codes the float16-score kernels compute with, and the power of two each row's codes were divided by:
     per 64-row group of a (batch, head) (a warpgroup's rows of a 128-row tile), the least shift with every code's
-    magnitude / 2^shift within the bound (8 codes a binade above the bound's code), the codes rounded to e4m3 again."""
+    magnitude / 2^shift within the bound (8 codes a binade above the bound's code; NaN codes count as 0), the codes
+    rounded to e4m3 again."""
     bound = int(fp8.e4m3_encode(np.array([fp8.f16_scores_q_code_max(dim_qk)], np.float32))[0])
     batch, seq, heads, dim = q8.shape
     groups = -(-seq // 64)
     magnitude = (ga.bits(q8) & 0x7F).astype(cp.int32)
+    magnitude[magnitude == 0x7F] = 0  # a NaN code leaves its group's shift alone
     padded = cp.zeros((batch, groups * 64, heads, dim), dtype=cp.int32)
     padded[:, :seq] = magnitude
     largest = padded.reshape(batch, groups, 64, heads, dim).max(axis=(2, 4))  # (batch, groups, heads)

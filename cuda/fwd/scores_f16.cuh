@@ -59,8 +59,14 @@ struct F16Scores : QkOperands<Config> {
                 uint32_t word[4];
                 ptx::ld_shared_v4(rows + offset, word);
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    largest = __vmaxu4(largest, word[i] & 0x7f7f7f7fu);
+                for (int i = 0; i < 4; ++i) {
+                    uint32_t magnitude = word[i] & 0x7f7f7f7fu;
+                    // A NaN code (magnitude 0x7f) counts as 0: its row is NaN whatever the shift, and it must not
+                    // shrink the other rows' codes. Only 0x7f + 1 sets a byte's top bit.
+                    const uint32_t nan = (magnitude + 0x01010101u) & 0x80808080u;
+                    magnitude ^= nan - (nan >> 7);
+                    largest = __vmaxu4(largest, magnitude);
+                }
             }
         }
         largest = max(max(largest & 0xff, (largest >> 8) & 0xff), max((largest >> 16) & 0xff, largest >> 24));
