@@ -3,7 +3,7 @@ arithmetic): a non-finite element turns what reads it non-finite and nothing rea
 q's row i: out row i and lse i; k's row j: every row that sees key j (the causal mask decides), out and lse, where
 ±inf reaches a row through its score (+inf or NaN: the row is NaN; -inf: the key's probability is 0); v[j, d]:
 column d of those rows, out only, and possibly column d of rows of the same 128-row query tile that do not see key j
-(their probability 0 times inf or NaN). Every element that does not read it is the kernel's output on the same
+but whose last KV tile holds it (their probability 0 times inf or NaN). Every element that does not read it is the kernel's output on the same
 inputs with that element zeroed, bit for bit; a row that reads it and stays finite matches the float64 reference.
 
 Every kernel family: bf16; fp8 with the default scores (float16: q's codes within their bound, as quantize_qkv gives
@@ -106,8 +106,12 @@ def _reads(tensor, where, causal):
     return rows
 
 
+KV_TILE_KEYS_MAX = 192  # the kernels' largest KV tile
+
+
 def _tile_loads(where, causal):
-    """Rows whose 128-row query tile loads key where[1] without every row seeing it: v's column may turn NaN there."""
+    """Rows whose 128-row query tile loads key where[1] without every row seeing it (the tile's KV range ends at a
+    KV tile's end): v's column may turn NaN there."""
     batch, seqlen_q, seqlen_k, heads_q, heads_kv = SHAPE
     rows = np.zeros((batch, seqlen_q, heads_q), dtype=bool)
     if not causal:
@@ -115,7 +119,7 @@ def _tile_loads(where, causal):
     b, j, h = where[:3]
     tile_last = np.minimum((np.arange(seqlen_q) // 128) * 128 + 127, seqlen_q - 1)
     group = heads_q // heads_kv
-    loaded = j <= tile_last + seqlen_k - seqlen_q
+    loaded = j < tile_last + seqlen_k - seqlen_q + KV_TILE_KEYS_MAX
     rows[b][np.ix_(loaded, np.arange(h * group, (h + 1) * group))] = True
     return rows
 
