@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "device.h"
+#include "launch_common.h"
 
 namespace fp {
 namespace {
@@ -73,10 +74,8 @@ extern "C" flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v
     if ((s = fp_check_prepare_v_device(p)))
         return s;
     static_assert(fp::kPiece == 16, "fp_validate_prepare_v admits dims of whole 16-byte pieces");
-    constexpr int kMaxGridYz = 65535;
-    if (p->heads > kMaxGridYz || p->batch > kMaxGridYz)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                       "heads = %d or batch = %d exceeds prepare_v's grid limit of %d", p->heads, p->batch, kMaxGridYz);
+    if ((s = fp_check_grid_yz("heads", p->heads, p->batch, "prepare_v's")))
+        return s;
     fp::PrepareVArgs a{};
     a.v = static_cast<const uint8_t *>(p->v);
     a.v_stride_batch = p->v_stride_batch, a.v_stride_seq = p->v_stride_seq, a.v_stride_head = p->v_stride_head;

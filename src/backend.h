@@ -7,6 +7,7 @@
 #ifndef FLASHPREFILL_BACKEND_H
 #define FLASHPREFILL_BACKEND_H
 
+#include "error.h"
 #include "flashprefill.h"
 
 #ifdef __cplusplus
@@ -46,6 +47,10 @@ extern const int fp_backend_kernel_count;
    Returns FLASHPREFILL_SUCCESS or sets the last error and returns NO_DEVICE / INVALID_ARGUMENT / DEVICE. */
 flashprefill_status fp_backend_check_device(const flashprefill_params *p);
 
+/* The largest magnitude of q's e4m3 codes that kernel e takes as they are (flashprefill_query_result.q_code_max):
+   448, or the bound of its float16 scores. */
+float fp_backend_q_code_max(const fp_kernel_entry *e);
+
 /* The backend's flashprefill_quantize, called only with params that passed fp_validate_quantize: checks the
    device and the pointers, then enqueues, or returns NO_DEVICE / INVALID_ARGUMENT / NOT_SUPPORTED / DEVICE with
    the last error set. */
@@ -54,13 +59,6 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
 /* The backend's flashprefill_prepare_v, called only with params that passed fp_validate_prepare_v; as
    fp_backend_quantize. */
 flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
-
-/* Sets the thread-local last error (printf-style) and returns `status`. Defined in src/api.c. */
-flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 #ifdef __cplusplus
 }
