@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 8
+#define FLASHPREFILL_VERSION_MINOR 9
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
