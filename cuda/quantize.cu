@@ -14,7 +14,6 @@
 #include <type_traits>
 
 #include "backend.h"
-#include "device.h"
 #include "launch_common.h"
 #include "ptx.cuh"
 
@@ -484,16 +483,19 @@ static_assert(FP_QUANTIZE_DIM_STEP == 32 && sizeof kLaunchers / sizeof kLauncher
 }  // namespace
 }  // namespace fp
 
-extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+extern "C" flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params *p)
 {
     flashprefill_status s;
-    if ((s = fp_check_quantize_device(p)))
-        return s;
     if ((s = fp_check_grid_yz("heads", p->heads, p->batch, "the quantizer's")))
         return s;
     if (static_cast<int64_t>(p->batch) * p->heads > INT_MAX)  // finish_exponents' rows, counted in int32
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "batch x heads = %lld exceeds the quantizer's limit of "
                        "2^31 - 1 rows", static_cast<long long>(p->batch) * p->heads);
+    return FLASHPREFILL_SUCCESS;
+}
+
+extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+{
     fp::QuantizeArgs a{};
     a.x = p->x;
     const bool x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;

@@ -31,11 +31,14 @@ static flashprefill_status check_limits(const flashprefill_params *p)
     return fp_check_grid_yz("heads_q", p->heads_q, p->batch, "the");
 }
 
-flashprefill_status fp_backend_check_device(const flashprefill_params *p)
+/* The runtime and this device's modules load (fp_hip_load loads every kernel at once); the pointers are the
+   runtime's to refuse at the launch (see above). */
+flashprefill_status fp_backend_check_device(const fp_named_pointer *pointers, int count)
 {
     const fp_hip_api *api;
     hipFunction_t fn;
-    (void)p;
+    (void)pointers;
+    (void)count;
     return fp_hip_load(&api, FP_GFX950_FWD_BF16_HD128, &fn);
 }
 

@@ -1,9 +1,10 @@
-/* The C ABI's front end: status strings, the thread-local last error, and dispatch to the backend's
- * kernel table. Backends supply fp_backend_kernels[] and fp_backend_check_device() (src/backend.h).
+/* The C ABI's front end: status strings, the last error, flashprefill_query, and dispatch to the backend's
+ * kernel table and launchers (src/backend.h): validation, the backend's limits, the device check, the launch.
  */
 #include <stdio.h>
 
 #include "backend.h"
+#include "device_check.h"
 #include "launch_common.h"
 #include "validate.h"
 
@@ -179,7 +180,7 @@ flashprefill_status flashprefill_forward(const flashprefill_params *p, void *str
     const fp_kernel_entry *kernel = select_kernel(p, &status);
     if (kernel == NULL)
         return status;
-    if ((status = fp_backend_check_device(p)))
+    if ((status = fp_check_forward_device(p)))
         return status;
     return kernel->launch(p, stream);
 }
@@ -188,7 +189,8 @@ flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p,
 {
     fp_clear_error();
     flashprefill_status status;
-    if ((status = fp_validate_quantize(p)))
+    if ((status = fp_validate_quantize(p)) || (status = fp_backend_check_quantize(p)) ||
+        (status = fp_check_quantize_device(p)))
         return status;
     return fp_backend_quantize(p, stream);
 }
@@ -197,7 +199,8 @@ flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *
 {
     fp_clear_error();
     flashprefill_status status;
-    if ((status = fp_validate_prepare_v(p)))
+    if ((status = fp_validate_prepare_v(p)) || (status = fp_backend_check_prepare_v(p)) ||
+        (status = fp_check_prepare_v_device(p)))
         return status;
     return fp_backend_prepare_v(p, stream);
 }
