@@ -41,7 +41,6 @@ def _declare_version(lib):
 
 
 def _declare(lib):
-
     # const char *flashprefill_status_string(flashprefill_status status);
     lib.flashprefill_status_string.argtypes = [ctypes.c_int]
     lib.flashprefill_status_string.restype = ctypes.c_char_p
