@@ -1,9 +1,7 @@
-// The CUDA backend's device checks (src/backend.h, cuda/quantize.cu): a Hopper GPU is current and every pointer
-// lives on it.
+// The CUDA backend's device check (src/backend.h): a Hopper GPU is current and every pointer lives on it.
 #include <cuda_runtime.h>
 
 #include "backend.h"
-#include "device.h"
 
 namespace {
 
@@ -29,16 +27,6 @@ flashprefill_status check_on_device(const char *name, const void *ptr, int devic
     return FLASHPREFILL_SUCCESS;
 }
 
-const void *descale_data(const flashprefill_descale &d)
-{
-    switch (d.kind) {
-    case FLASHPREFILL_DESCALE_PER_TENSOR:
-    case FLASHPREFILL_DESCALE_PER_HEAD: return d.factors;
-    case FLASHPREFILL_DESCALE_PER_BLOCK: return d.exponents;
-    default: return nullptr;  // NONE: whatever the pointers hold is not read
-    }
-}
-
 // The current device, if it is a Hopper GPU.
 flashprefill_status current_hopper(int *device)
 {
@@ -61,55 +49,14 @@ flashprefill_status current_hopper(int *device)
 
 }  // namespace
 
-extern "C" flashprefill_status fp_backend_check_device(const flashprefill_params *p)
+extern "C" flashprefill_status fp_backend_check_device(const fp_named_pointer *pointers, int count)
 {
     int device = 0;
     flashprefill_status s;
     if ((s = current_hopper(&device)))
         return s;
-    if ((s = check_on_device("q", p->q, device)) || (s = check_on_device("k", p->k, device)) ||
-        (s = check_on_device("v", p->v, device)) || (s = check_on_device("out", p->out, device)) ||
-        (s = check_on_device("lse", p->lse, device)) ||
-        (s = check_on_device("q_descale", descale_data(p->q_descale), device)) ||
-        (s = check_on_device("k_descale", descale_data(p->k_descale), device)) ||
-        (s = check_on_device("v_descale", descale_data(p->v_descale), device)))
-        return s;
-    return FLASHPREFILL_SUCCESS;
-}
-
-extern "C" flashprefill_status fp_check_quantize_device(const flashprefill_quantize_params *p)
-{
-    int device = 0;
-    flashprefill_status s;
-    if ((s = current_hopper(&device)))
-        return s;
-    if ((s = check_on_device("x", p->x, device)) || (s = check_on_device("codes", p->codes, device)) ||
-        (s = check_on_device("exponents", p->exponents, device)) ||
-        (s = check_on_device("signs", p->signs, device)) || (s = check_on_device("subtract", p->subtract, device)))
-        return s;
-    return FLASHPREFILL_SUCCESS;
-}
-
-extern "C" flashprefill_status fp_check_prepare_v_device(const flashprefill_prepare_v_params *p)
-{
-    int device = 0;
-    flashprefill_status s;
-    if ((s = current_hopper(&device)))
-        return s;
-    if ((s = check_on_device("v", p->v, device)) || (s = check_on_device("prepared", p->prepared, device)))
-        return s;
-    return FLASHPREFILL_SUCCESS;
-}
-
-extern "C" flashprefill_status fp_check_merge_state_device(const flashprefill_merge_state_params *p)
-{
-    int device = 0;
-    flashprefill_status s;
-    if ((s = current_hopper(&device)))
-        return s;
-    if ((s = check_on_device("out_a", p->out_a, device)) || (s = check_on_device("out_b", p->out_b, device)) ||
-        (s = check_on_device("out", p->out, device)) || (s = check_on_device("lse_a", p->lse_a, device)) ||
-        (s = check_on_device("lse_b", p->lse_b, device)) || (s = check_on_device("lse", p->lse, device)))
-        return s;
+    for (int i = 0; i < count; ++i)
+        if ((s = check_on_device(pointers[i].name, pointers[i].ptr, device)))
+            return s;
     return FLASHPREFILL_SUCCESS;
 }

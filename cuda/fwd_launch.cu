@@ -6,23 +6,18 @@
 
 #include "backend.h"
 #include "fwd/kernel.cuh"
+#include "launch_common.h"
 #include "tensor_map.cuh"
 
 namespace fp {
 namespace {
 
-// heads and seqlen: the descaled tensor's own (heads_q and seqlen_q for q).
+// heads and seqlen: the descaled tensor's own (heads_q and seqlen_q for q). block_tokens 1 where there are no
+// exponents: a divisor, never 0.
 DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, int seqlen)
 {
-    switch (d.kind) {
-    case FLASHPREFILL_DESCALE_PER_TENSOR: return {d.factors, nullptr, 0, 0, 1};
-    case FLASHPREFILL_DESCALE_PER_HEAD: return {d.factors, nullptr, heads_kv, 1, 1};
-    case FLASHPREFILL_DESCALE_PER_BLOCK: {
-        const int64_t blocks = (seqlen + d.block_tokens - 1) / d.block_tokens;
-        return {nullptr, d.exponents, heads * blocks, blocks, d.block_tokens};
-    }
-    default: return {nullptr, nullptr, 0, 0, 1};
-    }
+    const fp_descale_layout l = fp_descale_layout_of(&d, heads_kv, heads, seqlen);
+    return {l.factors, l.exponents, l.stride_batch, l.stride_head, l.exponents ? l.block_tokens : 1};
 }
 
 // v's tensor maps: V's tiles as every tensor's, or a prepared v's rows of positions (FwdConfig::kVPrepared), read as
@@ -206,3 +201,11 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>>("hopper_fwd_fp8_qk192_v128_fp16p"),
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);
+
+// Float16 scores: q's codes within f16_scores_q_code_max (the kernels' kF16ScoresQCodeMax) at the kernel's dim_qk.
+extern "C" float fp_backend_q_code_max(const fp_kernel_entry *e)
+{
+    if (e->scores != FLASHPREFILL_SCORES_FP16)
+        return FP_E4M3_MAX;
+    return static_cast<float>(fp::e4m3_magnitude(fp::f16_scores_q_code_max(e->dim_qk)));
+}

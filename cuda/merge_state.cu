@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "backend.h"
-#include "device.h"
+#include "device_check.h"
 #include "merge_state.h"
 
 namespace fp {

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "backend.h"
-#include "device.h"
+#include "launch_common.h"
 
 namespace fp {
 namespace {
@@ -67,16 +67,19 @@ __global__ void __launch_bounds__(kThreads) prepare_v_kernel(const PrepareVArgs 
 }  // namespace
 }  // namespace fp
 
+extern "C" flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p)
+{
+    static_assert(fp::kPiece == FP_PREPARED_GROUP_KEYS, "fp_validate_prepare_v admits dims of whole 16-byte pieces");
+    flashprefill_status s;
+    if ((s = fp_check_grid_yz("heads", p->heads, p->batch, "prepare_v's")))
+        return s;
+    if (fp_prepared_positions(p->seqlen) > INT_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "seqlen = %d rounds up past 2^31 - 1 positions", p->seqlen);
+    return FLASHPREFILL_SUCCESS;
+}
+
 extern "C" flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
 {
-    flashprefill_status s;
-    if ((s = fp_check_prepare_v_device(p)))
-        return s;
-    static_assert(fp::kPiece == 16, "fp_validate_prepare_v admits dims of whole 16-byte pieces");
-    constexpr int kMaxGridYz = 65535;
-    if (p->heads > kMaxGridYz || p->batch > kMaxGridYz)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                       "heads = %d or batch = %d exceeds prepare_v's grid limit of %d", p->heads, p->batch, kMaxGridYz);
     fp::PrepareVArgs a{};
     a.v = static_cast<const uint8_t *>(p->v);
     a.v_stride_batch = p->v_stride_batch, a.v_stride_seq = p->v_stride_seq, a.v_stride_head = p->v_stride_head;
@@ -84,9 +87,7 @@ extern "C" flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v
     a.prepared_stride_batch = p->prepared_stride_batch, a.prepared_stride_head = p->prepared_stride_head;
     a.prepared_stride_dim = p->prepared_stride_dim;
     a.seqlen = p->seqlen, a.dim = p->dim;
-    const int64_t positions = (static_cast<int64_t>(p->seqlen) + 15) / 16 * 16;
-    if (positions > INT_MAX)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "seqlen = %d rounds up past 2^31 - 1 positions", p->seqlen);
+    const int64_t positions = fp_prepared_positions(p->seqlen);  // fp_backend_check_prepare_v: fits int32
     a.positions = static_cast<int32_t>(positions);
     const dim3 grid(static_cast<unsigned>((positions + fp::kTileKeys - 1) / fp::kTileKeys), p->heads, p->batch);
     fp::prepare_v_kernel<<<grid, fp::kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "backend.h"
-#include "device.h"
+#include "launch_common.h"
 #include "ptx.cuh"
 
 namespace fp {
@@ -472,18 +472,29 @@ cudaError_t launch(const QuantizeArgs &a, bool x_fp32, int batch, bool prepared,
                   : launch_typed<kDim, __nv_bfloat16>(a, batch, prepared, stream);
 }
 
+using LaunchFn = cudaError_t (*)(const QuantizeArgs &, bool, int, bool, cudaStream_t);
+// By fp_quantize_dim_index: one kernel per dim, a multiple of FP_QUANTIZE_DIM_STEP.
+constexpr LaunchFn kLaunchers[] = {launch<32>, launch<64>, launch<96>, launch<128>,
+                                   launch<160>, launch<192>, launch<224>, launch<256>};
+static_assert(FP_QUANTIZE_DIM_STEP == 32 && sizeof kLaunchers / sizeof kLaunchers[0] == FP_QUANTIZE_DIM_MAX / 32,
+              "one launcher per dim fp_validate_quantize admits");
+
 }  // namespace
 }  // namespace fp
 
-extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+extern "C" flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params *p)
 {
     flashprefill_status s;
-    if ((s = fp_check_quantize_device(p)))
+    if ((s = fp_check_grid_yz("heads", p->heads, p->batch, "the quantizer's")))
         return s;
-    constexpr int kMaxGridYz = 65535;
-    if (p->heads > kMaxGridYz || p->batch > kMaxGridYz || static_cast<int64_t>(p->batch) * p->heads > INT_MAX)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds the quantizer's grid limit "
-                       "of %d", p->heads, p->batch, kMaxGridYz);
+    if (static_cast<int64_t>(p->batch) * p->heads > INT_MAX)  // finish_exponents' rows, counted in int32
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "batch x heads = %lld exceeds the quantizer's limit of "
+                       "2^31 - 1 rows", static_cast<long long>(p->batch) * p->heads);
+    return FLASHPREFILL_SUCCESS;
+}
+
+extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+{
     fp::QuantizeArgs a{};
     a.x = p->x;
     const bool x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;
@@ -495,23 +506,11 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     a.signs = p->signs, a.subtract = p->subtract;
     a.seqlen = p->seqlen, a.heads = p->heads, a.block_tokens = p->block_tokens;
     a.blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
-    a.code_max_fraction = frexpf(p->code_max == 0.0f ? 448.0f : p->code_max, &a.code_max_exponent);
+    a.code_max_fraction = frexpf(fp_quantize_code_max(p), &a.code_max_exponent);
     a.codes_stride_dim = p->codes_stride_dim;
     const bool prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
     const cudaStream_t st = static_cast<cudaStream_t>(stream);
-    cudaError_t err;
-    switch (p->dim) {
-    case 32: err = fp::launch<32>(a, x_fp32, p->batch, prepared, st); break;
-    case 64: err = fp::launch<64>(a, x_fp32, p->batch, prepared, st); break;
-    case 96: err = fp::launch<96>(a, x_fp32, p->batch, prepared, st); break;
-    case 128: err = fp::launch<128>(a, x_fp32, p->batch, prepared, st); break;
-    case 160: err = fp::launch<160>(a, x_fp32, p->batch, prepared, st); break;
-    case 192: err = fp::launch<192>(a, x_fp32, p->batch, prepared, st); break;
-    case 224: err = fp::launch<224>(a, x_fp32, p->batch, prepared, st); break;
-    case 256: err = fp::launch<256>(a, x_fp32, p->batch, prepared, st); break;
-    default:  // fp_validate_quantize refused every other dim
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", p->dim);
-    }
+    const cudaError_t err = fp::kLaunchers[fp_quantize_dim_index(p)](a, x_fp32, p->batch, prepared, st);
     if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "quantizer launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "fwd_kernarg.h"
+#include "launch_common.h"
 #include "loader.h"
 
 /* fwd_*.s: 8 waves of 32 queries per workgroup; the fp8 kernels take keys 64 at a time, so a per-block scale's
@@ -19,7 +20,7 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 /* The kernels keep sequence and head strides in 32 bits, and the grid's y and z (heads_q, batch) in 16. */
 static flashprefill_status check_limits(const flashprefill_params *p)
 {
-    const int64_t elem = p->in_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 1, out_elem = 2;
+    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype);
     const int64_t strides[8] = {p->q_stride_seq * elem, p->q_stride_head * elem, p->k_stride_seq * elem,
                                 p->k_stride_head * elem, p->v_stride_seq * elem, p->v_stride_head * elem,
                                 p->out_stride_seq * out_elem, p->out_stride_head * out_elem};
@@ -27,47 +28,18 @@ static flashprefill_status check_limits(const flashprefill_params *p)
         if (!fits_u32(strides[i]))
             return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                            "the gfx950 kernels take sequence and head strides below 4 GiB");
-    if (p->heads_q > 65535 || p->batch > 65535)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads_q = %d or batch = %d exceeds the grid limit of 65535",
-                       p->heads_q, p->batch);
-    return FLASHPREFILL_SUCCESS;
+    return fp_check_grid_yz("heads_q", p->heads_q, p->batch, "the");
 }
 
-flashprefill_status fp_backend_check_device(const flashprefill_params *p)
+/* The runtime and this device's modules load (fp_hip_load loads every kernel at once); the pointers are the
+   runtime's to refuse at the launch (see above). */
+flashprefill_status fp_backend_check_device(const fp_named_pointer *pointers, int count)
 {
     const fp_hip_api *api;
     hipFunction_t fn;
-    (void)p;
+    (void)pointers;
+    (void)count;
     return fp_hip_load(&api, FP_GFX950_FWD_BF16_HD128, &fn);
-}
-
-/* A descale as the fp8 kernels read it: factors[batch * stride_batch + head_kv * stride_head], or per-block
-   exponents[(batch * heads + head) * blocks_per_head + token / block_tokens], or none (both addresses 0). */
-typedef struct descale_args {
-    uint64_t factors, exponents;
-    int32_t stride_batch, stride_head, block_tokens, blocks_per_head;
-} descale_args;
-
-static descale_args descale_of(const flashprefill_descale *d, int32_t heads_kv, int32_t seqlen)
-{
-    descale_args a = {0, 0, 0, 0, 0, 0};
-    switch (d->kind) {
-    case FLASHPREFILL_DESCALE_PER_HEAD:
-        a.stride_batch = heads_kv;
-        a.stride_head = 1;
-        /* fall through */
-    case FLASHPREFILL_DESCALE_PER_TENSOR:
-        a.factors = (uint64_t)(uintptr_t)d->factors;
-        break;
-    case FLASHPREFILL_DESCALE_PER_BLOCK:
-        a.exponents = (uint64_t)(uintptr_t)d->exponents;
-        a.block_tokens = d->block_tokens;
-        a.blocks_per_head = (seqlen + d->block_tokens - 1) / d->block_tokens;
-        break;
-    case FLASHPREFILL_DESCALE_NONE:
-        break;
-    }
-    return a;
 }
 
 static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream, fp_gfx950_kernel kernel)
@@ -77,7 +49,7 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     flashprefill_status s = fp_hip_load(&api, kernel, &fn);
     if (s)
         return s;
-    const int64_t elem = p->in_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 1, out_elem = 2;
+    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype);
     fp_gfx950_fwd_kernarg a = {
         .q = (uint64_t)(uintptr_t)p->q, .k = (uint64_t)(uintptr_t)p->k, .v = (uint64_t)(uintptr_t)p->v,
         .out = (uint64_t)(uintptr_t)p->out, .lse = (uint64_t)(uintptr_t)p->lse,
@@ -94,15 +66,22 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
         .heads_per_kv = p->heads_q / p->heads_kv, .causal = p->causal, .causal_offset = p->seqlen_k - p->seqlen_q,
         .softmax_scale_log2 = p->softmax_scale * (float)M_LOG2E,
     };
-    const descale_args dq = descale_of(&p->q_descale, p->heads_kv, p->seqlen_q);
-    const descale_args dk = descale_of(&p->k_descale, p->heads_kv, p->seqlen_k);
-    const descale_args dv = descale_of(&p->v_descale, p->heads_kv, p->seqlen_k);
-    a.q_descale = dq.factors, a.q_descale_stride_batch = dq.stride_batch, a.q_descale_stride_head = dq.stride_head;
-    a.k_descale = dk.factors, a.k_descale_stride_batch = dk.stride_batch, a.k_descale_stride_head = dk.stride_head;
-    a.v_descale = dv.factors, a.v_descale_stride_batch = dv.stride_batch, a.v_descale_stride_head = dv.stride_head;
-    a.q_exponents = dq.exponents, a.q_block_tokens = dq.block_tokens, a.q_blocks_per_head = dq.blocks_per_head;
-    a.k_exponents = dk.exponents, a.k_block_tokens = dk.block_tokens, a.k_blocks_per_head = dk.blocks_per_head;
-    a.v_exponents = dv.exponents, a.v_block_tokens = dv.block_tokens, a.v_blocks_per_head = dv.blocks_per_head;
+    const fp_descale_layout dq = fp_descale_layout_of(&p->q_descale, p->heads_kv, p->heads_q, p->seqlen_q);
+    const fp_descale_layout dk = fp_descale_layout_of(&p->k_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
+    const fp_descale_layout dv = fp_descale_layout_of(&p->v_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
+    /* factors by their strides; exponents by blocks_per_head (the kernels derive their strides from it) */
+    a.q_descale = (uint64_t)(uintptr_t)dq.factors, a.q_exponents = (uint64_t)(uintptr_t)dq.exponents;
+    a.k_descale = (uint64_t)(uintptr_t)dk.factors, a.k_exponents = (uint64_t)(uintptr_t)dk.exponents;
+    a.v_descale = (uint64_t)(uintptr_t)dv.factors, a.v_exponents = (uint64_t)(uintptr_t)dv.exponents;
+    if (dq.factors)
+        a.q_descale_stride_batch = (int32_t)dq.stride_batch, a.q_descale_stride_head = (int32_t)dq.stride_head;
+    if (dk.factors)
+        a.k_descale_stride_batch = (int32_t)dk.stride_batch, a.k_descale_stride_head = (int32_t)dk.stride_head;
+    if (dv.factors)
+        a.v_descale_stride_batch = (int32_t)dv.stride_batch, a.v_descale_stride_head = (int32_t)dv.stride_head;
+    a.q_block_tokens = dq.block_tokens, a.q_blocks_per_head = dq.blocks_per_head;
+    a.k_block_tokens = dk.block_tokens, a.k_blocks_per_head = dk.blocks_per_head;
+    a.v_block_tokens = dv.block_tokens, a.v_blocks_per_head = dv.blocks_per_head;
     size_t size = sizeof a;
     void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      FP_HIP_LAUNCH_PARAM_END};
@@ -132,6 +111,13 @@ static flashprefill_status launch_fwd_fp8_hd128(const flashprefill_params *p, vo
 static flashprefill_status launch_fwd_fp8_qk192(const flashprefill_params *p, void *stream)
 {
     return launch_fwd(p, stream, FP_GFX950_FWD_FP8_QK192);
+}
+
+/* Float32 scores only: q's codes up to 448. */
+float fp_backend_q_code_max(const fp_kernel_entry *e)
+{
+    (void)e;
+    return FP_E4M3_MAX;
 }
 
 /* v as every tensor only: the kernels read V^T from LDS with transposing reads, so a prepared v has

@@ -102,7 +102,7 @@ static flashprefill_status load_kernel(load_result *r, const unsigned char *imag
     flashprefill_status s;
     if ((s = fp_code_object_resources(image, size, kernel, &resources)) ||
         (s = fp_check_resources(kernel, &resources)))
-        return fail(r, s, flashprefill_last_error());
+        return fail(r, s, fp_last_error());
     hipModule_t module;
     hipError_t err = runtime.api.ModuleLoadData(&module, image);
     if (err == 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "launch_common.h"
 #include "loader.h"
 #include "quantize_kernarg.h"
 
@@ -13,39 +14,32 @@ enum { QUANTIZE_LANES = 64 };
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 
-flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params *p)
 {
     if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT) /* the gfx950 kernels read V^T from LDS themselves */
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED is Hopper's (the gfx950 attention "
                        "takes v in its default layout)");
-    fp_gfx950_kernel kernel;
-    switch (p->dim) {
-    case 32: kernel = FP_GFX950_QUANTIZE_D32; break;
-    case 64: kernel = FP_GFX950_QUANTIZE_D64; break;
-    case 96: kernel = FP_GFX950_QUANTIZE_D96; break;
-    case 128: kernel = FP_GFX950_QUANTIZE_D128; break;
-    case 160: kernel = FP_GFX950_QUANTIZE_D160; break;
-    case 192: kernel = FP_GFX950_QUANTIZE_D192; break;
-    case 224: kernel = FP_GFX950_QUANTIZE_D224; break;
-    case 256: kernel = FP_GFX950_QUANTIZE_D256; break;
-    default: /* fp_validate_quantize refused every other dim */
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "dim = %d", (int)p->dim);
-    }
-    const int64_t elem = p->x_dtype == FLASHPREFILL_DTYPE_FP32 ? 4 : 2;
+    const int64_t elem = fp_dtype_bytes(p->x_dtype);
     if (!fits_u32(p->x_stride_seq * elem) || !fits_u32(p->x_stride_head * elem) || !fits_u32(p->codes_stride_seq) ||
         !fits_u32(p->codes_stride_head))
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 quantizer takes sequence and head strides "
                        "below 4 GiB");
-    if (p->heads > 65535 || p->batch > 65535)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "heads = %d or batch = %d exceeds the grid limit of 65535",
-                       (int)p->heads, (int)p->batch);
+    return fp_check_grid_yz("heads", p->heads, p->batch, "the");
+}
+
+flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream)
+{
+    _Static_assert(FP_GFX950_QUANTIZE_D256 - FP_GFX950_QUANTIZE_D32 + 1 == FP_QUANTIZE_DIM_MAX / FP_QUANTIZE_DIM_STEP,
+                   "one quantizer per dim, in order of dims");
+    const fp_gfx950_kernel kernel = (fp_gfx950_kernel)(FP_GFX950_QUANTIZE_D32 + fp_quantize_dim_index(p));
+    const int64_t elem = fp_dtype_bytes(p->x_dtype);
+    flashprefill_status s;
     const fp_hip_api *api;
     hipFunction_t fn;
-    flashprefill_status s = fp_hip_load(&api, kernel, &fn);
-    if (s)
+    if ((s = fp_hip_load(&api, kernel, &fn)))
         return s;
     int code_max_exponent = 0;
-    const float code_max = p->code_max == 0.0f ? 448.0f : p->code_max;
+    const float code_max = fp_quantize_code_max(p);
     const float fraction = frexpf(code_max, &code_max_exponent);
     uint32_t fraction_bits;
     memcpy(&fraction_bits, &fraction, sizeof fraction_bits);
@@ -75,11 +69,17 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
     return FLASHPREFILL_SUCCESS;
 }
 
-flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
+flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p)
 {
     (void)p;
-    (void)stream;
     return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "flashprefill_prepare_v: the gfx950 kernels read v in the "
                    "DEFAULT layout only (they read V^T from LDS with transposing reads), so this backend has no "
                    "prepared layout");
+}
+
+/* Never reached: fp_backend_check_prepare_v refuses every call first. */
+flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
+{
+    (void)stream;
+    return fp_backend_check_prepare_v(p);
 }

@@ -237,6 +237,58 @@ const char *flashprefill_last_error(void);
    FLASHPREFILL_SUCCESS, FLASHPREFILL_ERROR_INVALID_ARGUMENT or FLASHPREFILL_ERROR_NOT_SUPPORTED. */
 flashprefill_status flashprefill_supports(const flashprefill_params *p);
 
+/* flashprefill_query: the kernel flashprefill_forward runs for a set of options, and the policy that comes with
+ * it, without shapes, pointers or a GPU, so that a caller preparing inputs (Python's quantize_qkv) asks the library
+ * instead of repeating its kernel table. The options are checked as flashprefill_supports checks them for a small
+ * problem (one token, one head), with the same messages; shape limits (the grid, 32-bit strides) are not asked. */
+typedef struct flashprefill_query_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_query_params): set by flashprefill_query_params_init() */
+    flashprefill_dtype in_dtype;
+    int32_t dim_qk;
+    int32_t dim_v;
+    flashprefill_probabilities probabilities;
+    flashprefill_scores scores;
+    flashprefill_v_layout v_layout;
+    flashprefill_descale_kind descale_kind; /* of q, k and v alike; NONE for bf16 */
+    int32_t block_tokens;                   /* PER_BLOCK only: tokens per block, > 0 */
+} flashprefill_query_params;
+
+typedef struct flashprefill_query_result {
+    uint32_t struct_bytes; /* sizeof(flashprefill_query_result): set by flashprefill_query_result_init() */
+    const char *kernel;    /* its name, e.g. "hopper_fwd_fp8_hd128_kv192_f16s"; static, never freed */
+    flashprefill_scores scores;    /* what it computes: FP16 or FP32 */
+    uint32_t v_layouts;            /* bit (1u << layout) of each flashprefill_v_layout it reads */
+    int32_t block_tokens_multiple; /* PER_BLOCK descales: block_tokens a multiple of this (0: no PER_BLOCK) */
+    int32_t preferred_block_tokens; /* PER_BLOCK blocks of a multiple of this many tokens run the first kernel of
+                                       the table (the fastest) that takes these options with PER_BLOCK descales;
+                                       0 where none does (bf16) */
+    float q_code_max;              /* the largest magnitude of q's e4m3 codes it takes as they are: 448, or with
+                                      FP16 scores the bound at dim_qk (1.125 at 128, 0.75 at 192) */
+    int32_t prepared_v_block_tokens_multiple; /* flashprefill_quantize writes v's codes in the PREPARED layout
+                                                 for block_tokens a multiple of this; 0 where the kernel reads no
+                                                 prepared v */
+} flashprefill_query_result;
+
+static inline flashprefill_query_params flashprefill_query_params_init(void)
+{
+    flashprefill_query_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+static inline flashprefill_query_result flashprefill_query_result_init(void)
+{
+    flashprefill_query_result r;
+    memset(&r, 0, sizeof r);
+    r.struct_bytes = (uint32_t)sizeof r;
+    return r;
+}
+
+/* Fills *result (made with flashprefill_query_result_init()) for the kernel the options select:
+   FLASHPREFILL_SUCCESS, or INVALID_ARGUMENT / NOT_SUPPORTED as flashprefill_supports, *result untouched. */
+flashprefill_status flashprefill_query(const flashprefill_query_params *p, flashprefill_query_result *result);
+
 /* Enqueues the attention on `stream` (a cudaStream_t; NULL is the legacy default stream) and returns
    without waiting. Checks p as flashprefill_supports does, then the device (present, Hopper sm_90, the
    pointers on it). */

@@ -1,25 +1,15 @@
-/* The C ABI's front end: status strings, the thread-local last error, and dispatch to the backend's
- * kernel table. Backends supply fp_backend_kernels[] and fp_backend_check_device() (src/backend.h).
+/* The C ABI's front end: status strings, the last error, flashprefill_query, and dispatch to the backend's
+ * kernel table and launchers (src/backend.h): validation, the backend's limits, the device check, the launch.
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "backend.h"
+#include "device_check.h"
+#include "launch_common.h"
 #include "validate.h"
 
 #define FP_STR2(x) #x
 #define FP_STR(x) FP_STR2(x)
-
-static _Thread_local char last_error[512];
-
-flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
-{
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, args);
-    va_end(args);
-    return status;
-}
 
 const char *flashprefill_version(void)
 {
@@ -41,7 +31,7 @@ const char *flashprefill_status_string(flashprefill_status status)
 
 const char *flashprefill_last_error(void)
 {
-    return last_error;
+    return fp_last_error();
 }
 
 static const char *dtype_name(flashprefill_dtype dtype)
@@ -83,7 +73,7 @@ static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
    whose own check refuses p leaves its reason as the error when no later kernel takes p. */
 static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashprefill_status *status)
 {
-    last_error[0] = '\0';
+    fp_clear_error();
     if ((*status = fp_validate(p)))
         return NULL;
     int refused_by_check = 0;
@@ -92,7 +82,7 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
         if (!accepts(e, p))
             continue;
         if (e->check == NULL || e->check(p) == FLASHPREFILL_SUCCESS) {
-            last_error[0] = '\0';
+            fp_clear_error();
             return e;
         }
         refused_by_check = 1;
@@ -122,31 +112,95 @@ flashprefill_status flashprefill_supports(const flashprefill_params *p)
     return status;
 }
 
+/* Stand-in addresses for flashprefill_query's problem: aligned, 1 TiB apart, never dereferenced. */
+static const void *stand_in_address(int i)
+{
+    return (const void *)(uintptr_t)((uint64_t)(i + 1) << 40);
+}
+
+/* A problem of one batch, token and head with q's options, every tensor contiguous, as flashprefill_query asks
+   about; a prepared v holds one group of positions per dim. */
+static flashprefill_params stand_in_params(const flashprefill_query_params *q)
+{
+    flashprefill_params p = flashprefill_params_init();
+    p.q = stand_in_address(0), p.k = stand_in_address(1), p.v = stand_in_address(2);
+    p.out = (void *)stand_in_address(3);
+    p.q_stride_dim = p.k_stride_dim = p.out_stride_dim = 1;
+    if (q->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED)
+        p.v_stride_seq = 1, p.v_stride_dim = FP_PREPARED_GROUP_KEYS;
+    else
+        p.v_stride_dim = 1;
+    p.batch = p.seqlen_q = p.seqlen_k = p.heads_q = p.heads_kv = 1;
+    p.dim_qk = q->dim_qk, p.dim_v = q->dim_v;
+    p.in_dtype = q->in_dtype, p.out_dtype = FLASHPREFILL_DTYPE_BF16;
+    p.causal = 1, p.softmax_scale = 1.0f;
+    const flashprefill_descale d = {q->descale_kind, q->block_tokens, (const float *)stand_in_address(4),
+                                    (const int8_t *)stand_in_address(5)};
+    p.q_descale = p.k_descale = p.v_descale = d;
+    p.probabilities = q->probabilities, p.scores = q->scores, p.v_layout = q->v_layout;
+    return p;
+}
+
+/* The block_tokens_multiple of the first kernel that takes p with PER_BLOCK descales of any size; 0 if none. */
+static int32_t preferred_block_tokens(flashprefill_params p)
+{
+    const flashprefill_descale any_block = {FLASHPREFILL_DESCALE_PER_BLOCK, 0, NULL, NULL}; /* 0: every multiple */
+    p.q_descale = p.k_descale = p.v_descale = any_block;
+    for (int i = 0; i < fp_backend_kernel_count; ++i)
+        if (accepts(&fp_backend_kernels[i], &p))
+            return fp_backend_kernels[i].block_tokens_multiple;
+    return 0;
+}
+
+flashprefill_status flashprefill_query(const flashprefill_query_params *q, flashprefill_query_result *result)
+{
+    fp_clear_error();
+    flashprefill_status status;
+    if ((status = fp_validate_query(q, result)))
+        return status;
+    const flashprefill_params p = stand_in_params(q);
+    const fp_kernel_entry *e = select_kernel(&p, &status);
+    if (e == NULL)
+        return status;
+    result->kernel = e->name;
+    result->scores = e->scores;
+    result->v_layouts = e->v_layouts;
+    result->block_tokens_multiple =
+        e->descale_kinds & FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK) ? e->block_tokens_multiple : 0;
+    result->preferred_block_tokens = preferred_block_tokens(p);
+    result->q_code_max = fp_backend_q_code_max(e);
+    result->prepared_v_block_tokens_multiple =
+        e->v_layouts & (1u << FLASHPREFILL_V_LAYOUT_PREPARED) ? FP_PREPARED_GROUP_KEYS : 0;
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream)
 {
     flashprefill_status status;
     const fp_kernel_entry *kernel = select_kernel(p, &status);
     if (kernel == NULL)
         return status;
-    if ((status = fp_backend_check_device(p)))
+    if ((status = fp_check_forward_device(p)))
         return status;
     return kernel->launch(p, stream);
 }
 
 flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream)
 {
-    last_error[0] = '\0';
+    fp_clear_error();
     flashprefill_status status;
-    if ((status = fp_validate_quantize(p)))
+    if ((status = fp_validate_quantize(p)) || (status = fp_backend_check_quantize(p)) ||
+        (status = fp_check_quantize_device(p)))
         return status;
     return fp_backend_quantize(p, stream);
 }
 
 flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
 {
-    last_error[0] = '\0';
+    fp_clear_error();
     flashprefill_status status;
-    if ((status = fp_validate_prepare_v(p)))
+    if ((status = fp_validate_prepare_v(p)) || (status = fp_backend_check_prepare_v(p)) ||
+        (status = fp_check_prepare_v_device(p)))
         return status;
     return fp_backend_prepare_v(p, stream);
 }

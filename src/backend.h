@@ -2,11 +2,13 @@
  *
  * The front end validates the params once (src/validate.c), then picks the first kernel of the backend's
  * table that accepts them. A kernel's launch function is only ever called with params that passed
- * validation and its entry's filter, on a device the backend has checked.
+ * validation and its entry's filter, on a device the backend has checked. Every entry point runs in that order:
+ * validation, the backend's limits (no GPU), the device check (src/device_check.c), the launch.
  */
 #ifndef FLASHPREFILL_BACKEND_H
 #define FLASHPREFILL_BACKEND_H
 
+#include "error.h"
 #include "flashprefill.h"
 
 #ifdef __cplusplus
@@ -42,25 +44,32 @@ typedef struct fp_kernel_entry {
 extern const fp_kernel_entry fp_backend_kernels[];
 extern const int fp_backend_kernel_count;
 
-/* Checks that a device usable by this backend is current and that every pointer of p lives on it.
-   Returns FLASHPREFILL_SUCCESS or sets the last error and returns NO_DEVICE / INVALID_ARGUMENT / DEVICE. */
-flashprefill_status fp_backend_check_device(const flashprefill_params *p);
+/* One pointer argument of an entry point, by its name in the params ("q", "k_descale", "codes"). */
+typedef struct fp_named_pointer {
+    const char *name;
+    const void *ptr; /* NULL: an optional argument left out, not checked */
+} fp_named_pointer;
 
-/* The backend's flashprefill_quantize, called only with params that passed fp_validate_quantize: checks the
-   device and the pointers, then enqueues, or returns NO_DEVICE / INVALID_ARGUMENT / NOT_SUPPORTED / DEVICE with
-   the last error set. */
+/* Checks that a device usable by this backend is current and that each pointer lives on it (src/device_check.c
+   lists an entry point's pointers). Returns FLASHPREFILL_SUCCESS or sets the last error and returns NO_DEVICE /
+   INVALID_ARGUMENT / DEVICE. */
+flashprefill_status fp_backend_check_device(const fp_named_pointer *pointers, int count);
+
+/* The largest magnitude of q's e4m3 codes that kernel e takes as they are (flashprefill_query_result.q_code_max):
+   448, or the bound of its float16 scores. */
+float fp_backend_q_code_max(const fp_kernel_entry *e);
+
+/* The backend's limits of flashprefill_quantize beyond validation (layouts, grid sizes, stride ranges): SUCCESS, or
+   NOT_SUPPORTED with the last error set. Never touches the GPU. */
+flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params *p);
+
+/* Enqueues the quantizer; called only with params that passed fp_validate_quantize, fp_backend_check_quantize and the
+   device check. Returns SUCCESS or DEVICE with the last error set. */
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
 
-/* The backend's flashprefill_prepare_v, called only with params that passed fp_validate_prepare_v; as
-   fp_backend_quantize. */
+/* The same two for flashprefill_prepare_v. */
+flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p);
 flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
-
-/* Sets the thread-local last error (printf-style) and returns `status`. Defined in src/api.c. */
-flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 #ifdef __cplusplus
 }

@@ -4,21 +4,18 @@
 #include "validate.h"
 #include "merge_state.h"
 
+#include "launch_common.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #define FP_TENSOR_ALIGN_BYTES 16
 
-/* Bytes of an attention input or output element; 0 for anything else. */
-static int dtype_bytes(flashprefill_dtype dtype)
+/* Bytes of an attention input or output element; 0 for anything else (fp32 is the quantizer's input only). */
+static int attention_dtype_bytes(flashprefill_dtype dtype)
 {
-    switch (dtype) {
-    case FLASHPREFILL_DTYPE_BF16: return 2;
-    case FLASHPREFILL_DTYPE_FP8_E4M3: return 1;
-    case FLASHPREFILL_DTYPE_FP32: return 0;
-    }
-    return 0;
+    return dtype == FLASHPREFILL_DTYPE_FP32 ? 0 : fp_dtype_bytes(dtype);
 }
 
 /* The first check of every call, before any other field is read: a struct of another size is another layout. */
@@ -214,11 +211,11 @@ flashprefill_status fp_validate(const flashprefill_params *p)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "softmax_scale must be finite and > 0, got %g",
                        (double)p->softmax_scale);
 
-    const int in_bytes = dtype_bytes(p->in_dtype);
+    const int in_bytes = attention_dtype_bytes(p->in_dtype);
     if (in_bytes == 0)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->in_dtype);
-    const int out_bytes = dtype_bytes(p->out_dtype);
+    const int out_bytes = attention_dtype_bytes(p->out_dtype);
     if (out_bytes == 0)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "out_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->out_dtype);
@@ -235,7 +232,7 @@ flashprefill_status fp_validate(const flashprefill_params *p)
                        "v_layout PREPARED holds e4m3 codes for e4m3 probabilities: it needs in_dtype FP8_E4M3 and "
                        "probabilities DEFAULT");
     /* A prepared v's rows hold seqlen_k rounded up to 16 positions, every one read. */
-    const int64_t v_positions = prepared_v ? ((int64_t)p->seqlen_k + 15) / 16 * 16 : p->seqlen_k;
+    const int64_t v_positions = prepared_v ? fp_prepared_positions(p->seqlen_k) : p->seqlen_k;
     const tensor_view tensors[4] = {
         {"q", p->q, {p->batch, p->seqlen_q, p->heads_q, p->dim_qk},
          {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0, 3},
@@ -300,7 +297,7 @@ static flashprefill_status check_code_max(float code_max)
 {
     int exponent = 0;
     const float fraction = frexpf(code_max, &exponent); /* code_max = fraction 2^exponent, fraction in [0.5, 1) */
-    const int e4m3_value = isfinite(code_max) && code_max >= 0x1p-6f && code_max <= 448.0f &&
+    const int e4m3_value = isfinite(code_max) && code_max >= 0x1p-6f && code_max <= FP_E4M3_MAX &&
                            fraction * 16.0f == floorf(fraction * 16.0f); /* 1 + 3 mantissa bits */
     if (code_max != 0.0f && !e4m3_value)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
@@ -324,14 +321,14 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
                        (int)p->x_dtype);
     const tensor_view x = {"x", p->x, {p->batch, p->seqlen, p->heads, p->dim},
                            {p->x_stride_batch, p->x_stride_seq, p->x_stride_head, p->x_stride_dim},
-                           p->x_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : 4, 0, 3};
+                           fp_dtype_bytes(p->x_dtype), 0, 3};
     if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT && p->codes_layout != FLASHPREFILL_V_LAYOUT_PREPARED)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "codes_layout = %d is not a flashprefill_v_layout",
                        (int)p->codes_layout);
     const int prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
     /* PREPARED: as flashprefill_prepare_v's output, (batch, positions, heads, dim) with the positions contiguous. */
     const tensor_view codes =
-        prepared ? (tensor_view){"codes", p->codes, {p->batch, ((int64_t)p->seqlen + 15) / 16 * 16, p->heads, p->dim},
+        prepared ? (tensor_view){"codes", p->codes, {p->batch, fp_prepared_positions(p->seqlen), p->heads, p->dim},
                                  {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
                                   p->codes_stride_dim}, 1, 1, 1}
                  : (tensor_view){"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
@@ -353,12 +350,13 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     if (spans_overlap(p->exponents, exponent_bytes, p->x, x_bytes) ||
         spans_overlap(p->exponents, exponent_bytes, p->codes, code_bytes))
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents overlaps x or codes");
-    if (p->dim % 32 != 0 || p->dim > 256)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of 32 up to 256, got %d",
-                       (int)p->dim);
-    if (prepared && p->block_tokens % 16 != 0)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED takes block_tokens a multiple of 16 "
-                       "(each group of 16 positions within one block), got %d", (int)p->block_tokens);
+    if (p->dim % FP_QUANTIZE_DIM_STEP != 0 || p->dim > FP_QUANTIZE_DIM_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of %d up to %d, got %d",
+                       FP_QUANTIZE_DIM_STEP, FP_QUANTIZE_DIM_MAX, (int)p->dim);
+    if (prepared && p->block_tokens % FP_PREPARED_GROUP_KEYS != 0)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED takes block_tokens a multiple of %d "
+                       "(each group of %d positions within one block), got %d", FP_PREPARED_GROUP_KEYS,
+                       FP_PREPARED_GROUP_KEYS, (int)p->block_tokens);
     return FLASHPREFILL_SUCCESS;
 }
 
@@ -372,7 +370,7 @@ flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p
     if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
         (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)))
         return s;
-    const int64_t positions = ((int64_t)p->seqlen + 15) / 16 * 16;
+    const int64_t positions = fp_prepared_positions(p->seqlen);
     const tensor_view v = {"v", p->v, {p->batch, p->seqlen, p->heads, p->dim},
                            {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, 1, 0, 3};
     /* As attention reads it: (batch, positions, heads, dim) with the positions contiguous. */
@@ -474,5 +472,18 @@ flashprefill_status fp_validate_merge_state(const flashprefill_merge_state_param
     if (p->dim_v % 8 != 0)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                        "merge_state takes dim_v a multiple of 8 (whole 16-byte pieces of bf16), got %d", (int)p->dim_v);
+    return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_validate_query(const flashprefill_query_params *p, const flashprefill_query_result *result)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if (result == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "result is NULL");
+    if ((s = check_struct_bytes("flashprefill_query_params", p->struct_bytes, (uint32_t)sizeof *p)) ||
+        (s = check_struct_bytes("flashprefill_query_result", result->struct_bytes, (uint32_t)sizeof *result)))
+        return s;
     return FLASHPREFILL_SUCCESS;
 }

@@ -17,6 +17,9 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p);
 /* The same for flashprefill_prepare_v_params. */
 flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p);
 
+/* The struct sizes of flashprefill_query's arguments (their options are checked as fp_validate's). */
+flashprefill_status fp_validate_query(const flashprefill_query_params *p, const flashprefill_query_result *result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -116,11 +116,12 @@ class _DlpackOn:
 def test_quantize_qkv_auto_resolution(device_type, per_block, probabilities, expected):
     """quantize_qkv's "auto": on Hopper (a CUDA array) float16 scores where the 192-key kernels take the scales
     (per-head factors, blocks of a multiple of 384 tokens) and v prepared, neither with float16 probabilities; on
-    gfx950 (a ROCm array) neither. Explicit choices pass through."""
+    gfx950 (a ROCm array) neither, as each library states it (flashprefill_query). Explicit choices pass through."""
     from flashprefill import api
     q = _DlpackOn(device_type)
-    assert api._resolve_auto(q, per_block, probabilities, "auto", "auto") == expected
-    assert api._resolve_auto(q, per_block, probabilities, "fp32", "default") == ("fp32", "default")
+    for dims in ((128, 128), (192, 128)):
+        assert api._resolve_auto(q, dims, per_block, probabilities, "auto", "auto") == expected
+        assert api._resolve_auto(q, dims, per_block, probabilities, "fp32", "default") == ("fp32", "default")
 
 
 @pytest.mark.parametrize("q, k, v, error", [

@@ -1,8 +1,9 @@
 """The C ABI from C and C++: the header compiles on its own in both (C11 and C++17, warnings as errors); the
 README's C example links against build/libflashprefill.so and runs (here, without a GPU, it gets a status and a
 message instead of a crash); a program built against 0.7.1's header, whose structs carry no size, gets a clear
-INVALID_ARGUMENT from both libraries, never a crash, even with an unmapped page right after its struct; and the
-libraries carry a SONAME of the ABI's major version and export only flashprefill_*."""
+INVALID_ARGUMENT from both libraries, never a crash, even with an unmapped page right after its struct;
+flashprefill_query answers from C and refuses structs of another size; and the libraries carry a SONAME of the ABI's
+major version and export only flashprefill_*."""
 import pathlib
 import re
 import shutil
@@ -163,8 +164,10 @@ def test_header_compiles_alone(tmp_path, compiler, flags):
                       "    flashprefill_quantize_params q = flashprefill_quantize_params_init();\n"
                       "    flashprefill_prepare_v_params v = flashprefill_prepare_v_params_init();\n"
                       "    flashprefill_merge_state_params m = flashprefill_merge_state_params_init();\n"
+                      "    flashprefill_query_params a = flashprefill_query_params_init();\n"
+                      "    flashprefill_query_result r = flashprefill_query_result_init();\n"
                       "    return flashprefill_supports(&p) + flashprefill_quantize(&q, 0) + "
-                      "flashprefill_prepare_v(&v, 0) + flashprefill_merge_state(&m, 0);\n}\n")
+                      "flashprefill_prepare_v(&v, 0) + flashprefill_merge_state(&m, 0) + flashprefill_query(&a, &r);\n}\n")
     subprocess.run([_compiler(compiler), *flags, "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
                     str(ROOT / "include"), "-c", str(source), "-o", str(tmp_path / "h.o")], check=True)
 
@@ -196,6 +199,56 @@ def test_a_program_built_against_0_7_gets_a_clear_status(tmp_path, backend):
     assert re.match(r"larger 1 flashprefill_params struct is \d+ bytes", lines[6]), lines[6]
 
 
+QUERY = r"""
+#include <stdio.h>
+#include "flashprefill.h"
+
+static void report(const char *call, flashprefill_status s, const flashprefill_query_result *r)
+{
+    printf("%s %d %s | %s %d %d %g\n", call, (int)s, flashprefill_last_error(), r->kernel ? r->kernel : "-",
+           (int)r->block_tokens_multiple, (int)r->preferred_block_tokens, (double)r->q_code_max);
+}
+
+int main(void)
+{
+    flashprefill_query_params p = flashprefill_query_params_init();
+    p.in_dtype = FLASHPREFILL_DTYPE_FP8_E4M3; p.dim_qk = 128; p.dim_v = 128;
+    p.descale_kind = FLASHPREFILL_DESCALE_PER_BLOCK; p.block_tokens = 384;
+    flashprefill_query_result r = flashprefill_query_result_init();
+    report("query", flashprefill_query(&p, &r), &r);
+    flashprefill_query_result untouched = flashprefill_query_result_init();
+    p.struct_bytes -= 4;
+    report("small_params", flashprefill_query(&p, &untouched), &untouched);
+    p.struct_bytes += 4;
+    untouched.struct_bytes += 8;
+    report("large_result", flashprefill_query(&p, &untouched), &untouched);
+    report("null_result", flashprefill_query(&p, NULL), &r);
+    p.block_tokens = 0;
+    untouched.struct_bytes -= 8;
+    report("block_0", flashprefill_query(&p, &untouched), &untouched);
+    p.block_tokens = 384; p.dim_qk = 100;
+    report("dim_100", flashprefill_query(&p, &untouched), &untouched);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("backend, kernel, block_tokens, q_code_max", [
+    ("cuda", "hopper_fwd_fp8_hd128_kv192_f16s", 384, 1.125), ("hip", "gfx950_fwd_fp8_hd128", 64, 448)])
+def test_query_from_c(tmp_path, backend, kernel, block_tokens, q_code_max):
+    """flashprefill_query from C: the kernel and its policy; a params or result struct of another size, a NULL
+    result, a block of 0 tokens: INVALID_ARGUMENT with the result untouched; a dim no kernel takes: NOT_SUPPORTED."""
+    lines, _ = _build_and_run(tmp_path, QUERY, backend)
+    assert lines[0] == f"query 0  | {kernel} {block_tokens} {block_tokens} {q_code_max:g}", lines[0]
+    assert re.match(r"small_params 1 flashprefill_query_params struct is \d+ bytes .* takes \d+: rebuild against "
+                    r"its header and make the struct with flashprefill_query_params_init\(\) \| - 0 0 0$", lines[1])
+    assert re.match(r"large_result 1 flashprefill_query_result struct is \d+ bytes .* \| - 0 0 0$", lines[2])
+    assert lines[3].startswith("null_result 1 result is NULL | "), lines[3]
+    assert lines[4] == "block_0 1 q_descale.block_tokens must be > 0, got 0 | - 0 0 0", lines[4]
+    assert lines[5].startswith("dim_100 2 no kernel of this build takes dim_qk = 100") and lines[5].endswith(
+        "| - 0 0 0"), lines[5]
+
+
 @pytest.mark.parametrize("backend", LIBRARIES)
 def test_soname_and_exports(backend):
     name = _library(backend)
@@ -209,7 +262,7 @@ def test_soname_and_exports(backend):
     exported = sorted(line.split()[-1] for line in symbols if line.strip())
     assert exported and all(symbol.startswith("flashprefill_") for symbol in exported), exported
     declared = set(re.findall(r"^\w[\w *]*?\b(flashprefill_\w+)\(", HEADER.read_text(), re.M))
-    declared = {name for name in declared if not name.endswith("_params_init")}  # inline, in the caller
+    declared -= set(re.findall(r"^static inline \w+ (flashprefill_\w+)\(", HEADER.read_text(), re.M))  # the _init()s
     assert set(exported) == declared
 
 
@@ -233,7 +286,7 @@ def test_python_refuses_a_library_older_than_sized_structs(tmp_path, monkeypatch
     monkeypatch.setenv("FLASHPREFILL_LIBRARY", str(old))
     _lib.lib.cache_clear()
     try:
-        with pytest.raises(_lib.LibraryNotFoundError, match=r"version 0\.7\.1, older than .* 0\.8\.0"):
+        with pytest.raises(_lib.LibraryNotFoundError, match=r"version 0\.7\.1, older than 0\.9\.0"):
             _lib.lib()
     finally:
         _lib.lib.cache_clear()

@@ -17,7 +17,7 @@ import flashprefill as fp
 import gpu_arrays as ga
 import markers
 import probability_codes
-from flashprefill import fp8, prepared_v, reference
+from flashprefill import fp8, policy, prepared_v, reference
 
 cp = pytest.importorskip("cupy", reason=markers.NO_CUPY)
 pytestmark = pytest.mark.gpu
@@ -400,7 +400,8 @@ def _f16_scores_q(q8, dim_qk):
     per 64-row group of a (batch, head) (a warpgroup's rows of a 128-row tile), the least shift with every code's
     magnitude / 2^shift within the bound (8 codes a binade above the bound's code; NaN codes count as 0), the codes
     rounded to e4m3 again."""
-    bound = int(fp8.e4m3_encode(np.array([fp8.f16_scores_q_code_max(dim_qk)], np.float32))[0])
+    bound = int(fp8.e4m3_encode(np.array([policy.query("cuda", dim_qk, 128, scores="fp16").q_code_max],
+                                         np.float32))[0])
     batch, seq, heads, dim = q8.shape
     groups = -(-seq // 64)
     magnitude = (ga.bits(q8) & 0x7F).astype(cp.int32)

@@ -18,7 +18,7 @@ import pytest
 import flashprefill as fp
 import gpu_arrays as ga
 import markers
-from flashprefill import fp8, prepare, reference
+from flashprefill import fp8, policy, prepare, reference
 
 cp = pytest.importorskip("cupy", reason=markers.NO_CUPY)
 pytestmark = pytest.mark.gpu
@@ -38,7 +38,7 @@ CASES = [(family, value) for family in FAMILIES for value in
 
 
 def _q_code_max(family, dim_qk):
-    return fp8.f16_scores_q_code_max(dim_qk) if family == "fp8" else fp8.E4M3_MAX
+    return policy.query("cuda", dim_qk, 128, scores="fp16").q_code_max if family == "fp8" else fp8.E4M3_MAX
 
 
 def _inputs(family, dims, rng):

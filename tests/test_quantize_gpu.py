@@ -6,7 +6,7 @@ import pytest
 
 import flashprefill as fp
 import gpu_arrays as ga
-from flashprefill import fp8, prepare, prepared_v
+from flashprefill import fp8, policy, prepare, prepared_v
 
 pytestmark = pytest.mark.gpu
 
@@ -234,7 +234,7 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     seed = int(rng.integers(1 << 31))
     prepared = fp.quantize_qkv(q, k, v, seed=seed, scores="fp16", per_block=per_block, v_layout="default")
     plain = fp.quantize_qkv(q, k, v, seed=seed, per_block=per_block, scores="fp32", v_layout="default")
-    bound = fp8.f16_scores_q_code_max(dim_qk)
+    bound = policy.query("cuda", dim_qk, 128, scores="fp16").q_code_max
     model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), seed=seed, q_code_max=bound, per_block=per_block)
     assert prepared["scores"] == "fp16" and plain["scores"] == "fp32"
     q_codes = ga.bits(ga.to_host(prepared["q"]))

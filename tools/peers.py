@@ -10,7 +10,7 @@ import math
 import torch
 
 import flashprefill as fp
-from flashprefill import fp8, prepare
+from flashprefill import fp8, policy, prepare
 
 
 class PeerUnavailable(Exception):
@@ -73,8 +73,10 @@ def ours_fp8_f16_scores(x, prepared_v=False):
 
 
 def _q_code_max(x, scores):
-    """The largest magnitude of q's codes for `scores` (float16 scores: their bound, fp8.f16_scores_q_code_max)."""
-    return fp8.f16_scores_q_code_max(x["q"].shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
+    """The largest magnitude of q's codes for `scores` (float16 scores: the bound the library states)."""
+    if scores != "fp16":
+        return fp8.E4M3_MAX
+    return policy.query("cuda", x["q"].shape[-1], x["v"].shape[-1], scores="fp16").q_code_max
 
 
 def ours_fp8_blocks(x, block=128, scores="fp32"):

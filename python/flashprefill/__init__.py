@@ -5,7 +5,7 @@
 call that needs it. Every failure of a call is an Error (NoDeviceError, LibraryNotFoundError among them), but
 TypeError / ValueError for arguments no library could take.
 """
-from . import fp8, prepare, reference
+from . import fp8, policy, prepare, reference
 from ._arrays import DeviceArray
 from ._errors import Error, LibraryNotFoundError, NoDeviceError
 from ._params import DescaleKind, DType, Status
@@ -15,5 +15,5 @@ from .prepared_v import PreparedV
 from .scales import BlockScales
 
 __all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "NoDeviceError",
-           "PreparedV", "Status", "attention", "fp8", "merge_state", "prepare", "prepare_v", "quantize_fp8",
+           "PreparedV", "Status", "attention", "fp8", "merge_state", "policy", "prepare", "prepare_v", "quantize_fp8",
            "quantize_qkv", "reference", "supports", "version"]

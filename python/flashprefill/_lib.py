@@ -5,8 +5,8 @@ without a build. One library per backend, the same C ABI: "cuda" (NVIDIA Hopper,
 "hip" (AMD gfx950, libflashprefill_gfx950.so). Search order: the environment variable of the backend
 (FLASHPREFILL_LIBRARY, FLASHPREFILL_GFX950_LIBRARY: that file only, when set), then <repo>/build/<name>, then a
 copy beside this package. build/<name> is the development link to the library's SONAME file (<name>.<ABI major>).
-Every call passes structs whose struct_bytes the library checks; a library older than 0.8.0, whose structs had no
-size, is refused at load.
+Every call passes structs whose struct_bytes the library checks; a library older than 0.9.0 (whose structs had no
+size before 0.8.0, and which has no flashprefill_query) is refused at load.
 """
 import ctypes
 import functools
@@ -14,13 +14,14 @@ import os
 import pathlib
 
 from ._errors import LibraryNotFoundError
-from ._params import MergeStateParams, Params, PrepareVParams, QuantizeParams
+from ._params import MergeStateParams, Params, PrepareVParams, QuantizeParams, QueryParams, QueryResult
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
-# The first version whose params structs start with struct_bytes: an older library would misread every call.
-FIRST_SIZED_VERSION = (0, 8, 0)
+# The first version whose params structs start with struct_bytes (0.8.0: an older library would misread every call)
+# and that answers flashprefill_query (0.9.0: Python reads the kernel table's policy from it).
+FIRST_SUPPORTED_VERSION = (0, 9, 0)
 
 
 def candidates(backend="cuda"):
@@ -32,11 +33,14 @@ def candidates(backend="cuda"):
     return [_PACKAGE_DIR.parent.parent / "build" / name, _PACKAGE_DIR / name]
 
 
-def _declare(lib):
+def _declare_version(lib):
     # const char *flashprefill_version(void);
     lib.flashprefill_version.argtypes = []
     lib.flashprefill_version.restype = ctypes.c_char_p
+    return lib
 
+
+def _declare(lib):
     # const char *flashprefill_status_string(flashprefill_status status);
     lib.flashprefill_status_string.argtypes = [ctypes.c_int]
     lib.flashprefill_status_string.restype = ctypes.c_char_p
@@ -48,6 +52,10 @@ def _declare(lib):
     # flashprefill_status flashprefill_supports(const flashprefill_params *p);
     lib.flashprefill_supports.argtypes = [ctypes.POINTER(Params)]
     lib.flashprefill_supports.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_query(const flashprefill_query_params *p, flashprefill_query_result *result);
+    lib.flashprefill_query.argtypes = [ctypes.POINTER(QueryParams), ctypes.POINTER(QueryResult)]
+    lib.flashprefill_query.restype = ctypes.c_int
 
     # flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream);
     lib.flashprefill_forward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
@@ -78,16 +86,16 @@ def lib(backend="cuda"):
             tried.append(f"{path} (no such file)")
             continue
         try:
-            library = _declare(ctypes.CDLL(str(path)))
+            library = _declare_version(ctypes.CDLL(str(path)))
         except OSError as e:
             tried.append(f"{path} ({e})")
             continue
         version = library.flashprefill_version().decode()
-        if tuple(int(part) for part in version.split(".")) < FIRST_SIZED_VERSION:
-            tried.append(f"{path} (version {version}, older than the first whose structs carry their size, "
-                         f"{'.'.join(map(str, FIRST_SIZED_VERSION))})")
+        if tuple(int(part) for part in version.split(".")) < FIRST_SUPPORTED_VERSION:
+            tried.append(f"{path} (version {version}, older than {'.'.join(map(str, FIRST_SUPPORTED_VERSION))}, the "
+                         "first whose structs carry their size and that answers flashprefill_query)")
             continue
-        return library
+        return _declare(library)
     name, variable = LIBRARIES[backend]
     raise LibraryNotFoundError(
         f"{name} could not be loaded; build it with `make{' amd' if backend == 'hip' else ''}`, or set "

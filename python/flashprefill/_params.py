@@ -166,3 +166,32 @@ class MergeStateParams(SizedStruct):
         ("in_dtype", ctypes.c_int),   # flashprefill_dtype: BF16 or FP32
         ("out_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
     ]
+
+
+class QueryParams(SizedStruct):
+    """flashprefill_query_params: the options whose kernel flashprefill_query names."""
+    _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
+        ("in_dtype", ctypes.c_int),  # flashprefill_dtype
+        ("dim_qk", ctypes.c_int32),
+        ("dim_v", ctypes.c_int32),
+        ("probabilities", ctypes.c_int),  # flashprefill_probabilities
+        ("scores", ctypes.c_int),  # flashprefill_scores
+        ("v_layout", ctypes.c_int),  # flashprefill_v_layout
+        ("descale_kind", ctypes.c_int),  # flashprefill_descale_kind, of q, k and v alike
+        ("block_tokens", ctypes.c_int32),  # PER_BLOCK only
+    ]
+
+
+class QueryResult(SizedStruct):
+    """flashprefill_query_result: the kernel the options select and its policy."""
+    _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
+        ("kernel", ctypes.c_char_p),  # static name
+        ("scores", ctypes.c_int),  # flashprefill_scores: FP16 or FP32
+        ("v_layouts", ctypes.c_uint32),  # bit (1 << layout) of each flashprefill_v_layout it reads
+        ("block_tokens_multiple", ctypes.c_int32),
+        ("preferred_block_tokens", ctypes.c_int32),
+        ("q_code_max", ctypes.c_float),
+        ("prepared_v_block_tokens_multiple", ctypes.c_int32),
+    ]

@@ -13,17 +13,15 @@ import math
 
 import numpy
 
-from . import _arrays, _devices, _lib, fp8, prepare, prepared_v
+from . import _arrays, _devices, _lib, fp8, policy, prepare, prepared_v
 from ._errors import Error, NoDeviceError
-from ._params import DType, Params, PrepareVParams, Probabilities, QuantizeParams, Scores, Status, VLayout
+from ._params import DType, Params, PrepareVParams, QuantizeParams, Status, VLayout
+from .policy import IN_DTYPES as _IN_DTYPES, PROBABILITIES as _PROBABILITIES, SCORES as _SCORES
+from .policy import V_LAYOUTS as _V_LAYOUTS
 from .prepared_v import PreparedV
 from .scales import BlockScales, descale
 
-_IN_DTYPES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.FP8_E4M3}
 _QUANTIZE_DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
-_PROBABILITIES = {"default": Probabilities.DEFAULT, "fp16": Probabilities.FP16}
-_SCORES = {"default": Scores.DEFAULT, "fp16": Scores.FP16, "fp32": Scores.FP32}
-_V_LAYOUTS = {"default": VLayout.DEFAULT, "prepared": VLayout.PREPARED}
 _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
 # pointers, so a 16-byte aligned stand-in checks that call.
@@ -248,7 +246,7 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, lay
     x: bfloat16 or float32 device array (batch, seq, heads, dim), CuPy or torch; dim a multiple of 32 up to 256.
     signs: None, or float32 device array (dim,) of +1 / -1 (prepare.rotation_signs); the same for q and k.
     subtract: None, or float32 device array (batch, heads, dim), contiguous (prepare.key_mean, for k).
-    code_max: the largest magnitude of the codes, a normal e4m3 value (448; fp8.f16_scores_q_code_max(dim) for q
+    code_max: the largest magnitude of the codes, a normal e4m3 value (448; policy.query(...).q_code_max for q
     with float16 scores).
     layout: "default", or "prepared" for v on Hopper: the codes come as a PreparedV, written straight in the layout
     prepare_v would give them (no second pass; block a multiple of 16).
@@ -345,25 +343,29 @@ def prepare_v(v, *, out=None, stream=None):
     return PreparedV(out, seqlen)
 
 
-def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0, scores="auto",
+def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block="auto", seed=0, scores="auto",
                  v_layout="auto", probabilities="default"):
     """q, k, v (float device arrays (batch, seq, heads, dim), CuPy or torch) -> a dict of fp8 q, k, v and
     q_descale, k_descale, v_descale ready for attention(**prepared): q and k rotated by the same random-sign
     Hadamard (exact for q k^T; spreads outlier channels before rounding; `seed` picks the signs), k optionally
     smoothed (its mean over tokens subtracted, per (batch, head)), then quantized.
 
-    per_block=tokens (default 384): BlockScales, one power-of-two exponent per `tokens` tokens of a head, from the
+    per_block=tokens: BlockScales, one power-of-two exponent per `tokens` tokens of a head, from the
     library's GPU quantizer (quantize_fp8, the rotation fused into it); inputs that are neither bfloat16 nor float32
     are rounded to float32 first. per_block=None: FlashAttention-3-style factors, one per (batch, kv head),
     computed with CuPy (prepare.quantize_qkv; about 40 ms at 16k tokens, 32/8 heads: for comparisons, not speed).
+    per_block="auto" (the default): the block the library serving q's device prefers for these options (the
+    multiple its fastest kernel takes, policy.query: 384 on Hopper with e4m3 probabilities, 128 with "fp16" ones,
+    64 on gfx950).
     scores="fp16": q's codes within the bound of attention's float16 scores (±1.125 at dim 128, ±0.75 at 192: its
     factor amax / bound, or its blocks' exponents for that bound) and scores="fp16" in the dict, so that
     attention(**prepared) takes them. "fp32": q's codes up to 448, float32 scores.
     v_layout="prepared": v as a PreparedV, which the Hopper kernels load without transposing it (written in that
     layout by the quantizer itself where per_block is a multiple of 16 tokens, else by prepare_v).
     scores="auto", v_layout="auto" (the defaults): the fastest the library serving q's device runs with these
-    scales: on Hopper (the CUDA build) float16 scores where per_block is a multiple of 384 tokens or None (the
-    kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with probabilities="fp16".
+    scales, as it states them (policy.query): on Hopper (the CUDA build) float16 scores where per_block is a multiple
+    of 384 tokens or None (the kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with
+    probabilities="fp16".
     The choice is in the dict ("scores" always, and v's type). End to end from float inputs, float16 scores measure the
     same error as float32 ones (docs/numerics.md).
     probabilities: the P of the attention these inputs are for, "default" or "fp16" (then also in the dict).
@@ -380,7 +382,10 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     backend = _arrays.backend_of(q, "q")
     _lib.lib(backend)
     _devices.require(q, "q", backend)
-    scores, v_layout = _resolve_auto(q, per_block, probabilities, scores, v_layout)
+    dims = (q.shape[-1], v.shape[-1])
+    if per_block == "auto":
+        per_block = _preferred_block(backend, dims, probabilities, scores)
+    scores, v_layout = _resolve_auto(q, dims, per_block, probabilities, scores, v_layout)
     out = _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout)
     if v_layout == "prepared" and not isinstance(out["v"], PreparedV):
         out["v"] = prepare_v(out["v"])
@@ -389,34 +394,40 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=384, seed=0,
     return out
 
 
-# The block sizes of BlockScales that the float16-score kernels take: a multiple of their 192-key tiles and of
-# 128 query rows (kernel_entry in cuda/fwd_launch.cu: lcm of the query and KV tiles).
-_F16_SCORES_BLOCK_TOKENS_MULTIPLE = 384
-# The block sizes for which the quantizer writes v's codes in the prepared layout itself: whole groups of 16 keys
-# (flashprefill_quantize_params.codes_layout); others take prepare_v after it.
-_PREPARED_BLOCK_TOKENS_MULTIPLE = 16
+def _preferred_block(backend, dims, probabilities, scores):
+    """quantize_qkv's per_block="auto": the tokens per block of the fastest kernel for the options."""
+    chosen = policy.query(backend, *dims, probabilities=probabilities, scores="default" if scores == "auto" else scores)
+    if chosen is None or chosen.preferred_block_tokens == 0:
+        raise Error(Status.ERROR_NOT_SUPPORTED, f"no fp8 kernel of the {backend} library takes per-block scales at "
+                    f"dim_qk {dims[0]}, dim_v {dims[1]} with probabilities={probabilities!r}, scores={scores!r}")
+    return chosen.preferred_block_tokens
 
 
-def _resolve_auto(q, per_block, probabilities, scores, v_layout):
-    """quantize_qkv's "auto" scores and v_layout as (scores, v_layout)."""
-    hopper = _arrays.backend_of(q, "q") == "cuda" and probabilities == "default"
+def _resolve_auto(q, dims, per_block, probabilities, scores, v_layout):
+    """quantize_qkv's "auto" scores and v_layout as (scores, v_layout) for (dim_qk, dim_v) = dims: what the library
+    serving q runs fastest with these scales (policy.query: the first kernel of its table that takes them)."""
+    backend = _arrays.backend_of(q, "q")
     if scores == "auto":
-        blocks_fit = per_block is None or (isinstance(per_block, int) and
-                                           per_block % _F16_SCORES_BLOCK_TOKENS_MULTIPLE == 0)
-        scores = "fp16" if hopper and blocks_fit else "fp32"
+        chosen = policy.query(backend, *dims, probabilities=probabilities, per_block=per_block)
+        scores = chosen.scores if chosen else "fp32"
     if v_layout == "auto":
-        v_layout = "prepared" if hopper else "default"
+        # whether its kernels read v prepared at all (asked with per-head factors, which every fp8 kernel takes); a
+        # prepared v holds e4m3 codes for e4m3 probabilities only
+        prepared = probabilities == "default" and policy.query(backend, *dims, scores=scores, v_layout="prepared")
+        v_layout = "prepared" if prepared else "default"
     return scores, v_layout
 
 
 def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout):
     """quantize_qkv's codes and descales; v as a PreparedV where the quantizer writes that layout itself (v_layout
-    "prepared", blocks of a multiple of 16 tokens), else as every tensor."""
-    q_code_max = fp8.f16_scores_q_code_max(q.shape[-1]) if scores == "fp16" else fp8.E4M3_MAX
+    "prepared", blocks of the multiple the library states), else as every tensor."""
+    backend, dims = _arrays.backend_of(q, "q"), (q.shape[-1], v.shape[-1])
+    q_code_max = _q_code_max(backend, dims, scores)
     out = {"scores": scores}
     if per_block is not None:
         signs = _device_signs(q.shape[-1], seed, q) if rotate else None
-        v_prepared = v_layout == "prepared" and per_block % _PREPARED_BLOCK_TOKENS_MULTIPLE == 0
+        multiple = _prepared_v_multiple(backend, dims) if v_layout == "prepared" else 0
+        v_prepared = multiple > 0 and per_block % multiple == 0
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not _is_dtype(x, ("bfloat16", "float32")):
                 x = x.float() if _arrays.is_torch(x) else x.astype("float32")
@@ -440,6 +451,24 @@ def _quantize_qkv(q, k, v, rotate, smooth_k, per_block, seed, scores, v_layout):
             codes = _arrays.cupy_view(codes, "float8_e4m3fn")
         out[name], out[f"{name}_descale"] = codes, descale
     return out
+
+
+def _q_code_max(backend, dims, scores):
+    """The largest magnitude of q's codes: 448 for float32 scores; for "fp16" the bound the library's float16-score
+    kernels take at dims (policy.query, with per-head factors, which every such kernel takes)."""
+    if scores != "fp16":
+        return fp8.E4M3_MAX
+    chosen = policy.query(backend, *dims, scores="fp16")
+    if chosen is None:
+        raise Error(Status.ERROR_NOT_SUPPORTED, f"no kernel of the {backend} library computes float16 scores at "
+                    f"dim_qk {dims[0]}, dim_v {dims[1]}")
+    return chosen.q_code_max
+
+
+def _prepared_v_multiple(backend, dims):
+    """The block sizes (a multiple of this) for which the quantizer writes v prepared itself; others take prepare_v."""
+    chosen = policy.query(backend, *dims, v_layout="prepared")
+    return chosen.prepared_v_block_tokens_multiple if chosen else 0
 
 
 def _device_signs(dim, seed, like):

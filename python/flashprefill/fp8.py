@@ -86,8 +86,8 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     """Per-block power-of-two quantization: x ≈ e4m3_decode(codes) · 2^e.
 
     x: float (batch, seq, heads, dim), rounded to float32 first (exact for bf16/fp16/fp32 inputs).
-    code_max: the largest magnitude of the codes, a normal e4m3 value (448; f16_scores_q_code_max(dim) for q with
-    float16 scores).
+    code_max: the largest magnitude of the codes, a normal e4m3 value (448; for q with
+    float16 scores, the library's bound: policy.query(...).q_code_max).
     Returns codes uint8 (batch, seq, heads, dim) and exponents int8 (batch, heads, ceil(seq/block_tokens)),
     one per block of ``block_tokens`` tokens × dim of one head; the last block may be short.
     e is the smallest integer with amax/2^e <= code_max, so the block's largest magnitude lands in
@@ -132,6 +132,15 @@ def dequantize_blocks(codes, exponents, block_tokens=128):
     return e4m3_decode(codes).astype(scales.dtype) * scales[..., None]
 
 
+def f16_scores_q_code_max_without_library(dim_qk):
+    """The bound on q's code magnitudes under which float16 scores cannot overflow, derived here from e4m3's values
+    (the largest m with m * 448 * dim_qk <= 65504: 1.125 at 128, 0.75 at 192) for the numpy model where no library
+    can be loaded. With a library, ask it: policy.query(backend, dim_qk, dim_v, scores="fp16").q_code_max, which
+    tests/test_policy.py holds equal to this."""
+    values = np.sort(np.abs(e4m3_decode(np.arange(E4M3_MAX_CODE + 1, dtype=np.uint8))))
+    return float(values[values * E4M3_MAX * dim_qk <= 65504.0].max())
+
+
 def _descale(amax, code_max):
     """amax / code_max, or 1 where amax is 0 or not finite (a tensor or head holding inf or NaN: as quantize_blocks
     gives such a block e = 0), in float32: never a NaN or infinite descale."""
@@ -156,19 +165,12 @@ def quantize_per_tensor(x):
 def quantize_per_head(x, code_max=E4M3_MAX):
     """As quantize_per_tensor with one descale per (batch, head): x float (batch, seq, heads, dim) ->
     codes uint8 (batch, seq, heads, dim), descale float32 (batch, heads). code_max: the largest magnitude the codes
-    may take, an e4m3 value (448; f16_scores_q_code_max(dim) for q with float16 scores). A head holding inf or NaN
+    may take, an e4m3 value (448; for q with float16 scores, policy.query(...).q_code_max). A head holding inf or NaN
     takes descale 1 (its codes then reach ±448, past a smaller code_max, as quantize_blocks' e = 0 blocks do)."""
     xp = array_module(x)
     x32 = xp.asarray(x, dtype=xp.float32)
     descale = _descale(xp.abs(x32).max(axis=(1, 3)), code_max)
     return e4m3_encode(x32 / descale[:, None, :, None]), descale
-
-
-def f16_scores_q_code_max(dim_qk):
-    """The largest e4m3 magnitude of q's codes for which the Hopper kernel takes float16 scores (flashprefill.h,
-    cuda/fwd/config.cuh): the largest e4m3 value m with m * 448 * dim_qk <= 65504 (1.125 at 128, 0.75 at 192)."""
-    values = np.sort(np.abs(e4m3_decode(np.arange(E4M3_MAX_CODE + 1, dtype=np.uint8))))
-    return float(values[values * E4M3_MAX * dim_qk <= 65504.0].max())
 
 
 def fma_f32(a, b, c):

@@ -92,8 +92,8 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block=None, seed=0
     per_block: None for FlashAttention-3-style factors, one per (batch, kv head), q's shared by the query heads
         of a group (what every kernel takes); or a token count for per-block power-of-two scales
         (fp8.quantize_blocks; what flashprefill_quantize computes on the GPU).
-    q_code_max: the largest magnitude of q's codes, an e4m3 value (fp8.f16_scores_q_code_max(dim) lets the Hopper
-        kernel take float16 scores).
+    q_code_max: the largest magnitude of q's codes, an e4m3 value (policy.query(backend, dim_qk, dim_v,
+        scores="fp16").q_code_max lets the Hopper kernels take float16 scores).
     Returns a dict: q, k, v uint8 e4m3 codes of the inputs' shapes, and q_descale, k_descale, v_descale: float32
     (batch, heads_kv) factors, or (exponents, block_tokens) pairs for BlockScales.
     """

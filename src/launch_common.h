@@ -1,0 +1,67 @@
+/* What every backend's launchers share (src/launch_common.c): element sizes, the quantizer's defaults and dims,
+ * the grid's limits, and the descale layout as kernels index it. One definition, so that cuda/ and hip/ agree.
+ */
+#ifndef FLASHPREFILL_LAUNCH_COMMON_H
+#define FLASHPREFILL_LAUNCH_COMMON_H
+
+#include "error.h"
+#include "flashprefill.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* e4m3's largest finite magnitude: flashprefill_quantize_params.code_max 0 stands for it. */
+#define FP_E4M3_MAX 448.0f
+
+/* A grid's y and z extents (heads, batch) are at most this on both vendors' GPUs. */
+#define FP_MAX_GRID_YZ 65535
+
+/* A prepared v (FLASHPREFILL_V_LAYOUT_PREPARED) holds its keys in groups of this many positions, each row rounded up
+   to whole groups; the quantizer writes that layout for blocks of whole groups. */
+#define FP_PREPARED_GROUP_KEYS 16
+
+/* Positions of a prepared row of `seqlen` keys: seqlen rounded up to whole groups. */
+static inline int64_t fp_prepared_positions(int64_t seqlen)
+{
+    return (seqlen + FP_PREPARED_GROUP_KEYS - 1) / FP_PREPARED_GROUP_KEYS * FP_PREPARED_GROUP_KEYS;
+}
+
+/* The quantizer's kernels: one per dim, a multiple of this up to FP_QUANTIZE_DIM_MAX. */
+#define FP_QUANTIZE_DIM_STEP 32
+#define FP_QUANTIZE_DIM_MAX 256
+
+/* Bytes of one element of `dtype` (bf16 2, fp8 1, fp32 4); 0 for a value no enum names. */
+int fp_dtype_bytes(flashprefill_dtype dtype);
+
+/* The quantizer's code_max with 0 read as FP_E4M3_MAX. */
+float fp_quantize_code_max(const flashprefill_quantize_params *p);
+
+/* The index of p's dim among the quantizer's kernels (dim / FP_QUANTIZE_DIM_STEP - 1); fp_validate_quantize
+   admits no other dims. */
+int fp_quantize_dim_index(const flashprefill_quantize_params *p);
+
+/* NOT_SUPPORTED with the last error set where heads or batch pass FP_MAX_GRID_YZ, else SUCCESS. `heads_name`
+   names the field ("heads_q", "heads"), `whose` the grid ("the", "the quantizer's", "prepare_v's"). */
+flashprefill_status fp_check_grid_yz(const char *heads_name, int32_t heads, int32_t batch, const char *whose);
+
+/* A descale as the kernels read it: per-tensor or per-head factors[b * stride_batch + h_kv * stride_head], or per-block
+   exponents[b * stride_batch + h * stride_head + token / block_tokens]; NONE: both pointers NULL. */
+typedef struct fp_descale_layout {
+    const float *factors;
+    const int8_t *exponents;
+    int64_t stride_batch, stride_head; /* elements */
+    int32_t block_tokens;              /* PER_BLOCK's; 0 otherwise */
+    int32_t blocks_per_head;           /* PER_BLOCK: ceil(seqlen / block_tokens); 0 otherwise */
+} fp_descale_layout;
+
+/* The layout of d for a tensor of `heads` heads and `seqlen` tokens (heads_q and seqlen_q for q); factors are per
+   KV head (heads_kv), q's too, as FlashAttention-3's. */
+fp_descale_layout fp_descale_layout_of(const flashprefill_descale *d, int32_t heads_kv, int32_t heads,
+                                       int32_t seqlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHPREFILL_LAUNCH_COMMON_H */
