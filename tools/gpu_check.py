@@ -1,7 +1,7 @@
 """The GPU check: on a machine with an NVIDIA GPU, run the whole test suite (GPU tests included) and the
 benchmark, and write one JSON record stamped with the git commit it measured.
 
-    python tools/gpu_check.py [--out DIR] [--commit SHA] [--quick]
+    python tools/gpu_check.py [--out DIR] [--commit SHA] [--quick] [--marks "not emulator"]
 
 Writes DIR/gpu_check.json (test outcomes, which GPU tests ran, the benchmark), DIR/pytest.xml, and the
 benchmark's bench.json / bench.md / bench.png (DIR defaults to bench/latest/, the latest full record; the
@@ -27,12 +27,12 @@ def git_commit():
         return "unknown"
 
 
-def run_tests(out):
+def run_tests(out, marks):
     xml = os.path.join(out, "pytest.xml")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(ROOT, "python"),
                                                                     os.environ.get("PYTHONPATH")])))
-    rc = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-ra", f"--junitxml={xml}"], cwd=ROOT,
-                        env=env).returncode
+    rc = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-ra", f"--junitxml={xml}"] +
+                        (["-m", marks] if marks else []), cwd=ROOT, env=env).returncode
     cases = []
     for case in ET.parse(xml).getroot().iter("testcase"):
         outcome = "passed"
@@ -55,14 +55,15 @@ def main():
                     help="the records file the benchmark appends to; empty: none")
     ap.add_argument("--commit", default=None)
     ap.add_argument("--quick", action="store_true", help="benchmark only the 16k shapes")
+    ap.add_argument("--marks", default="", help='pytest -m expression, e.g. "not emulator" (CPU-only tests CI runs)')
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import torch
     record = {"commit": args.commit or git_commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
-    rc, cases = run_tests(args.out)
+    rc, cases = run_tests(args.out, args.marks)
     gpu = [c for c in cases if "gpu" in c["test"]]
-    record["tests"] = {"returncode": rc, "cases": cases,
+    record["tests"] = {"returncode": rc, "marks": args.marks, "cases": cases,
                        "counts": {o: sum(c["outcome"] == o for c in cases) for o in ("passed", "failure", "error",
                                                                                      "skipped")},
                        "gpu_ran": sum(c["outcome"] in ("passed", "failure", "error") for c in gpu),
