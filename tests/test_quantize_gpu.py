@@ -264,24 +264,27 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     (768, "default", "fp16", "prepared"), (128, "default", "fp32", "prepared"), ("unset", "fp16", "fp32", "default")])
 @pytest.mark.parametrize("dim_qk", [128, 192])
 def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_layout):
-    """quantize_qkv's defaults on Hopper: 384-token blocks; "auto" scores and v_layout give float16 scores where the
-    192-key kernels take the scales, v prepared, neither for float16 probabilities. The library takes the dict
+    """quantize_qkv's defaults on Hopper: the library's preferred blocks (384 tokens, the 192-key kernels' multiple;
+    128 for float16 probabilities, whose kernels take 128-key tiles at any multiple of 128, so the finer scales cost
+    nothing); "auto" scores and v_layout give float16 scores where the 192-key kernels take the scales, v prepared,
+    neither for float16 probabilities. The library takes the dict
     (supports), and attention gives the output of the same options spelled out, bit for bit."""
     shape_q, shape_kv = (1, 800, 8, dim_qk), (1, 800, 2, dim_qk)
     q, k = (_device(rng.standard_normal(s), "float32") for s in (shape_q, shape_kv))
     v = _device(rng.standard_normal((1, 800, 2, 128)), "float32")
     seed = int(rng.integers(1 << 31))
     blocks = {} if per_block == "unset" else dict(per_block=per_block)
+    preferred = 128 if probabilities == "fp16" else 384
     auto = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, **blocks)
     spelled = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, scores=scores, v_layout=v_layout,
-                              per_block=384 if per_block == "unset" else per_block)
+                              per_block=preferred if per_block == "unset" else per_block)
     assert auto["scores"] == scores and auto.get("probabilities", "default") == probabilities
     assert isinstance(auto["v"], fp.PreparedV) == (v_layout == "prepared")
     if v_layout == "prepared":  # written so by the quantizer (blocks) or by prepare_v (per-head factors): the same
         plain = fp.quantize_qkv(q, k, v, seed=seed, probabilities=probabilities, v_layout="default", **blocks)
         assert ga.equal(auto["v"].data, fp.prepare_v(plain["v"]).data)
     if per_block == "unset":
-        assert isinstance(auto["q_descale"], fp.BlockScales) and auto["q_descale"].block_tokens == 384
+        assert isinstance(auto["q_descale"], fp.BlockScales) and auto["q_descale"].block_tokens == preferred
     assert fp.supports(**auto)
     outs = [fp.attention(**prepared) for prepared in (auto, spelled)]
     ga.synchronize()
