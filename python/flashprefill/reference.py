@@ -28,7 +28,7 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
     row i (of head h) makes out[i, h, :] and lse[h, i] NaN; a NaN in k's row j does that for every query that sees
     key j (the causal mask decides; a masked key reaches nothing) and every query head of its group. ±inf in q or
     k makes scores ±inf or NaN: a row with a score of +inf or NaN is NaN (out and lse), a score of -inf is a key
-    with probability 0, as a masked one. A NaN or ±inf in v[j, d] makes out[i, h, d] non-finite for the queries
+    with probability 0, as a masked one (a row whose every visible score is -inf: out NaN, 0 / 0, and lse -inf). A NaN or ±inf in v[j, d] makes out[i, h, d] non-finite for the queries
     and heads that see key j, column d only (lse does not read v). The kernels may also turn column d non-finite
     in rows of the same tile that do not see key j (their probability 0 times v's inf or NaN is NaN), never finite
     and wrong.
@@ -71,7 +71,9 @@ def attention_reference(q, k, v, *, causal=True, softmax_scale=None, return_lse=
                     if bad_vh.any():  # v's inf or NaN reaches the rows whose p at its key is not 0
                         reached = ((p != 0).astype(np.float64) @ bad_vh.astype(np.float64)) > 0
                         pv = np.where(reached, np.nan, pv)
-                    out[b, rows, h] = np.where(seen, pv / np.where(seen, row_sum, 1.0), 0.0)
+                    # a row that sees keys whose scores are all -inf weighs nothing: 0 / 0, NaN (as the kernels)
+                    empty = np.where(visible.any(axis=1, keepdims=True), np.nan, 0.0) if causal else np.nan
+                    out[b, rows, h] = np.where(seen, pv / np.where(seen, row_sum, 1.0), empty)
                     lse[b, h, rows] = np.where(seen, row_max + np.log(row_sum), -np.inf)[:, 0]
     return (out, lse) if return_lse else out
 
