@@ -13,9 +13,9 @@
  * and flashprefill_last_error() says which argument was wrong and why (thread-local).
  *
  * ABI: every params struct starts with `uint32_t struct_bytes`, its sizeof as the caller's header saw it; make
- * one with flashprefill_params_init() (and the _quantize_ / _prepare_v_ ones), which zero every other field. The
- * library reads struct_bytes before anything else and refuses a size it does not know (INVALID_ARGUMENT) without
- * reading further (this version knows only its own sizes). From 0.8.0 on, a new field is appended (the minor
+ * one with flashprefill_params_init() (and the _quantize_ / _prepare_v_ / _merge_state_ / _query_ ones), which zero
+ * every other field. The library reads struct_bytes before anything else and refuses a size it does not know
+ * (INVALID_ARGUMENT) without reading further (this version knows only its own sizes). From 0.8.0 on, a new field is appended (the minor
  * version), so that a later library can take an earlier struct as it stands; a change to existing fields bumps
  * FLASHPREFILL_VERSION_MAJOR, the shared libraries' SONAME (libflashprefill.so.<major>). The version below is
  * written nowhere else: the libraries and the Makefile read it from here, Python from the library.
@@ -78,7 +78,7 @@ typedef enum flashprefill_scores {
     FLASHPREFILL_SCORES_DEFAULT = 0, /* the faster of the two this build has for the params: FP16 where a
                                         float16-score kernel takes them (Hopper, fp8 with DEFAULT
                                         probabilities, descales as FP16 lists), else FP32; the two measure
-                                        within 1% of each other end to end from float inputs (README) */
+                                        within 1% of each other end to end from float inputs (docs/numerics.md) */
     FLASHPREFILL_SCORES_FP16 = 1,    /* float16, which cannot overflow once q's codes lie within +-1.125
                                         (dim_qk 128) or +-0.75 (dim_qk 192): for every group of 64 query rows
                                         whose codes pass that bound, the kernel divides them by the least power
