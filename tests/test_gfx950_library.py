@@ -28,24 +28,6 @@ class Resources(ctypes.Structure):
                 ("kernarg_bytes", ctypes.c_uint32), ("vgprs", ctypes.c_uint32)]
 
 
-# The one function of src/api.c that hip/code_object_check.c calls, for the probe library.
-FAIL_STUB = r"""
-#include <stdarg.h>
-#include <stdio.h>
-#include "backend.h"
-static char last_error[512];
-flashprefill_status fp_fail(flashprefill_status status, const char *fmt, ...)
-{
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, args);
-    va_end(args);
-    return status;
-}
-const char *flashprefill_last_error(void) { return last_error; }
-"""
-
-
 @pytest.fixture(scope="module")
 def lib():
     if not LIBRARY.exists():
@@ -65,13 +47,12 @@ def check(tmp_path_factory):
     if compiler is None:
         pytest.skip("no C compiler (cc) to build the code object check alone")
     directory = tmp_path_factory.mktemp("code_object_check")
-    (directory / "fail.c").write_text(FAIL_STUB)
     probe = directory / "check.so"
     subprocess.run([compiler, "-std=gnu11", "-O1", "-fPIC", "-shared", "-Wall", "-Werror", f"-I{ROOT / 'include'}",
                     f"-I{ROOT / 'src'}", f"-I{ROOT / 'hip'}", str(ROOT / "hip" / "code_object_check.c"),
-                    str(directory / "fail.c"), "-o", str(probe)], check=True)
+                    str(ROOT / "src" / "error.c"), "-o", str(probe)], check=True)  # fp_fail, the one call it makes
     lib = ctypes.CDLL(str(probe))
-    lib.flashprefill_last_error.restype = ctypes.c_char_p
+    lib.fp_last_error.restype = ctypes.c_char_p
     lib.fp_code_object_resources.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
                                              ctypes.POINTER(Resources)]
     lib.fp_check_resources.argtypes = [ctypes.c_char_p, ctypes.POINTER(Resources)]
@@ -215,7 +196,7 @@ def test_oversized_kernels_are_refused(check, field, value, message):
     r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=232, vgprs=240)
     setattr(r, field, value)
     assert check.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
-    assert message in check.flashprefill_last_error()
+    assert message in check.fp_last_error()
 
 
 def test_malformed_code_object_is_refused(check):
