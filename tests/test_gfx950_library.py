@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+import kernargs
 import markers
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
@@ -203,7 +204,8 @@ def test_descriptor_resources_match_metadata(check, kernel):
     # (fwd_frame.inc; tests/test_gfx950_static.py derives it from the tiles)
     declared_lds = re.search(rf"^fwd_\w+_kernel {kernel}, \d+, (\d+)", (ROOT / "asm" / "gfx950" / f"{kernel}.s")
                              .read_text(), re.M) if not kernel.startswith("quantize") else None
-    expected = (0, 0, 104) if kernel.startswith("quantize") else (int(declared_lds.group(1)), 0, 232)
+    expected = (0, 0, ctypes.sizeof(kernargs.QuantizeKernarg)) if kernel.startswith("quantize") else \
+        (int(declared_lds.group(1)), 0, ctypes.sizeof(kernargs.FwdKernarg))
     assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == expected
     assert check.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
@@ -212,7 +214,7 @@ def test_descriptor_resources_match_metadata(check, kernel):
                                                    ("vgprs", 520, b"VGPRs per lane"),
                                                    ("scratch_bytes", 16, b"scratch")])
 def test_oversized_kernels_are_refused(check, field, value, message):
-    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=232, vgprs=240)
+    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=ctypes.sizeof(kernargs.FwdKernarg), vgprs=240)
     setattr(r, field, value)
     assert check.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
     assert message in check.flashprefill_last_error()
