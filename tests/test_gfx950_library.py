@@ -64,7 +64,7 @@ def check(tmp_path_factory):
     """hip/code_object_check.c alone in a shared library: fp_code_object_resources, fp_check_resources."""
     compiler = shutil.which("cc")
     if compiler is None:
-        pytest.skip("no C compiler (cc) to build the code object check alone")
+        pytest.skip(markers.NO_CC)
     directory = tmp_path_factory.mktemp("code_object_check")
     (directory / "fail.c").write_text(FAIL_STUB)
     probe = directory / "check.so"
@@ -248,7 +248,7 @@ print(json.dumps(steps))
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for the HIP stub")
+@markers.needs_cc
 def test_modules_are_loaded_per_device(lib, tmp_path):
     """Each device ordinal gets the code objects loaded while it is current, once; a launch uses the current
     device's modules; an ordinal past the loader's table is refused, not given another device's modules."""

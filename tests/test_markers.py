@@ -54,7 +54,7 @@ def _machine(monkeypatch, visible, devices):
     real_glob = glob.glob
     monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if visible and "nvidia" in pattern
                         else [] if "nvidia" in pattern else real_glob(pattern))
-    cupy = pytest.importorskip("cupy", reason="the simulated runtime answers are CuPy's")
+    cupy = pytest.importorskip("cupy", reason=markers.NO_CUPY)
     if devices is None:
         def no_driver():
             raise cupy.cuda.runtime.CUDARuntimeError(35)
