@@ -43,8 +43,8 @@ SUITE = {
 
 @pytest.fixture
 def suite(pytester):
-    for name in ("conftest.py", "markers.py"):
-        (pytester.path / name).write_text((TESTS / name).read_text())
+    for path in (TESTS.parent / "conftest.py", TESTS / "markers.py"):
+        (pytester.path / path.name).write_text(path.read_text())
     pytester.makepyfile(**SUITE)
     return pytester
 

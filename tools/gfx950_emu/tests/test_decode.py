@@ -15,7 +15,7 @@ import pytest
 
 import markers
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import EmulatorError, decode_check  # noqa: E402
 from gfx950_emu.decode import decode_one, decode_section  # noqa: E402
