@@ -19,6 +19,7 @@ import pytest
 import kernargs
 import markers
 import probability_codes
+import shapes
 from flashprefill import fp8, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -49,11 +50,9 @@ def bf16_floor(q, k, v, causal):
     return out.astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
-                                   (2, 70, 70, 2, 1)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(shapes.EMULATED_SHAPES)
 def test_fwd_bf16(shape, causal, dim_qk):
     """fwd_bf16_hd128, and fwd_bf16_qk192 (dim_qk 192, dim_v 128: DeepSeek-V2's prefill shape)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
@@ -143,12 +142,10 @@ def _fp8_kernel(dim_qk):
     return "fwd_fp8_hd128" if dim_qk == 128 else f"fwd_fp8_qk{dim_qk}"
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
-                                   (2, 70, 130, 2, 1)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(shapes.EMULATED_SHAPES[:-1] + [(2, 70, 130, 2, 1)])  # batch 2 with seqlen_q < seqlen_k
 def test_fwd_fp8(shape, causal, per_head, dim_qk):
     """fwd_fp8_hd128 and fwd_fp8_qk192 (dim_v 128) against the numpy model of the same pipeline (exp-free codes
     at the running max of each 64-key tile): only the bf16 rounding of the output (and float32 accumulation) may
@@ -173,11 +170,10 @@ def test_fwd_fp8(shape, causal, per_head, dim_qk):
     assert reference.relative_l2(out, ref) <= 1.5 * model_err + rounding, f"seed {seed}: against float64"
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("block_tokens", [64, 128])
-@pytest.mark.parametrize("shape", [(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes([(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)])
 def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
     """Per-block power-of-two scales (fp8.quantize_blocks): q's exponent per 32-query wave, k's folded into
     each tile's score scale, v's through the MFMA's E8M0 block scale; against the numpy model with the
@@ -207,7 +203,7 @@ def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 def test_fwd_fp8_probability_codes_bit_exact(causal, dim_qk):
     """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit (as tests/test_kernel_gpu.py pins
     Hopper's), on one KV tile (64 keys) of the problem in probability_codes.py."""

@@ -16,6 +16,7 @@ import pytest
 
 import kernargs
 import markers
+import shapes
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -181,7 +182,7 @@ def test_quantize_prepared_layout_is_hoppers(lib):
 
 
 @markers.without_hip_runtime
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
     """The dims with a quantizer kernel: without ROCm they stop at loading it."""
     assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == Status.ERROR_NO_DEVICE
@@ -189,7 +190,7 @@ def test_quantize_without_rocm_is_a_clean_status(lib, dim):
 
 
 @pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
-                                    *(f"quantize_d{d}" for d in range(32, 257, 32))])
+                                    *(f"quantize_d{d}" for d in shapes.QUANTIZE_DIMS)])
 def test_descriptor_resources_match_metadata(check, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()

@@ -13,6 +13,7 @@ import pytest
 
 import kernargs
 import markers
+import shapes
 
 from flashprefill import fp8, prepare
 
@@ -83,7 +84,7 @@ def _check(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=No
 
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_bit_identical_to_the_model(dim, dtype, mode):
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
@@ -129,7 +130,7 @@ def test_strided_input():
     _check(None, 16, x_view=qkv[:, :, 8:10])
 
 
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_small_integers_rotated(dim):
     """Small integer inputs: the butterflies' sums are exact and, for parts of 64 and 256, so is the 1/sqrt(n) scale
     (1/8, 1/16), so many transformed values lie exactly on e4m3 rounding ties: a transform off by one float32 step
