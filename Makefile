@@ -79,7 +79,7 @@ $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
 
 test: all amd
-	PYTHONPATH=python $(PYTHON) -m pytest tests -ra
+	PYTHONPATH=python $(PYTHON) -m pytest -ra
 
 demo: all
 	PYTHONPATH=python $(PYTHON) tools/demo.py

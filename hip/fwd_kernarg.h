@@ -1,7 +1,8 @@
 /* Kernel arguments of the gfx950 forward kernels (asm/gfx950/fwd_*.s), defined once here.
  *
- * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_kernarg.py
- * compiles this header and checks every offset and the total size against those lines.
+ * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_static.py
+ * compiles this header and checks every offset and the total size against those lines, and against
+ * tests/kernargs.py, which reads this struct into the tests' ctypes mirror (keep one field list a line).
  * Addresses and strides are in bytes; the host has validated every argument (src/validate.c).
  */
 #ifndef FLASHPREFILL_GFX950_FWD_KERNARG_H

@@ -21,10 +21,50 @@ GROUPS = {
     "emulator": "runs gfx950 code objects in the functional emulator (tools/gfx950_emu); needs llvm-22",
 }
 
-LLVM22_TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")
-needs_llvm22 = pytest.mark.skipif(any(shutil.which(tool) is None for tool in LLVM22_TOOLS),
-                                  reason="needs clang-22, ld.lld-22, llvm-objdump-22 and llvm-readelf-22 "
-                                         "(apt-get install clang-22 lld-22 llvm-22)")
+_PACKAGES = {"clang-22": "clang-22", "ld.lld-22": "lld-22", "llvm-objdump-22": "llvm-22", "llvm-readelf-22": "llvm-22",
+             "llvm-mc-22": "llvm-22", "llc-22": "llvm-22", "make": "make"}
+
+
+def needs_tools(*tools):
+    """Skip unless every one of `tools` is on PATH; the reason names them and the Debian packages that hold them."""
+    packages = " ".join(dict.fromkeys(_PACKAGES[tool] for tool in tools))
+    return pytest.mark.skipif(any(shutil.which(tool) is None for tool in tools),
+                              reason=f"needs {', '.join(tools)} (apt-get install {packages})")
+
+
+needs_llvm22 = needs_tools("clang-22", "ld.lld-22", "llvm-objdump-22", "llvm-readelf-22")  # make amd, the emulator
+needs_objdump22 = needs_tools("llvm-objdump-22")  # AMD's code objects, read from the amd-aiter wheel
+needs_llvm_mc22 = needs_tools("llvm-objdump-22", "llvm-mc-22")  # the decoder against LLVM
+needs_llc22 = needs_tools("llc-22")  # the hazard table against LLVM's
+needs_assembler22 = needs_tools("llvm-mc-22", "clang-22", "ld.lld-22")  # tools/gfx950_mutate.py
+needs_rebuild22 = needs_tools("clang-22", "ld.lld-22", "llvm-objdump-22")  # mutated kernels assembled and run
+needs_make = needs_tools("make")
+NO_CC = "no C compiler (cc): the C probes and the HIP stub are built at test time (apt-get install gcc)"
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason=NO_CC)
+NO_CXX = "no C++ compiler (c++): the header is compiled as C++ too (apt-get install g++)"
+
+
+def _aiter_gfx950():
+    spec = importlib.util.find_spec("aiter_meta")
+    return None if spec is None or not spec.submodule_search_locations else \
+        pathlib.Path(list(spec.submodule_search_locations)[0], "hsa", "gfx950")
+
+
+AITER_GFX950 = _aiter_gfx950()  # the amd-aiter wheel's gfx950 code objects, or None
+AITER_TESTED = "0.1.7.post2.dev18"  # .ci/run pins it: the tests pack each kernel's arguments from its structs
+needs_aiter = pytest.mark.skipif(AITER_GFX950 is None,
+                                 reason="needs the amd-aiter wheel (pip install --no-deps amd-aiter)")
+
+
+def no_aiter_object(relative):
+    """The skip reason where this amd-aiter lacks hsa/gfx950/<relative>."""
+    return f"this amd-aiter has no {relative} (tested with {AITER_TESTED})"
+
+
+def aiter_arguments_differ(name, declared_bytes, packed_bytes):
+    """The skip reason where this amd-aiter's kernel takes other arguments than those we pack."""
+    return f"{name} takes {declared_bytes} bytes of arguments in this amd-aiter, our packing {packed_bytes}"
+
 
 # The gfx950 library's clean NO_DEVICE where ROCm is absent can only be seen where it is absent.
 without_hip_runtime = pytest.mark.skipif(
@@ -35,6 +75,8 @@ NO_CUPY = "CuPy is not installed: the GPU suites run through it (pip install cup
 NO_TORCH = "torch is not installed: the comparison with torch's SDPA did not run (every other check passed)"
 NO_FA3 = "FlashAttention-3 (fa3_fwd) is not installed: the comparison with its fp8 error did not run (every other " \
          "check passed)"
+NO_CUOBJDUMP = "no cuobjdump (pip install nvidia-cuda-cuobjdump)"
+NO_KERNEL_BUILT = "this build has no kernel for the candidate shapes yet"
 NO_TORCH_INPUTS = "torch is not installed: torch tensors as inputs were not tried"
 PEER_SKIPS = (NO_TORCH, NO_FA3, NO_TORCH_INPUTS)
 

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEADER = ROOT / "include" / "flashprefill.h"
 BUILD = ROOT / "build"
@@ -124,7 +126,7 @@ int main(void)
 def _compiler(name):
     path = shutil.which(name)
     if path is None:
-        pytest.skip(f"no {name}")
+        pytest.skip({"cc": markers.NO_CC, "c++": markers.NO_CXX}[name])
     return path
 
 

@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+import markers
+
 import flashprefill as fp
 from flashprefill import _devices, _errors, _lib
 from flashprefill._arrays import DeviceArray
@@ -63,7 +65,7 @@ def test_error_needs_no_library(monkeypatch):
 @pytest.fixture
 def no_driver(monkeypatch):
     """CuPy as it is on a machine without the NVIDIA driver: its first runtime call raises."""
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the missing-driver case needs its runtime")
+    cupy = pytest.importorskip("cupy", reason=markers.NO_CUPY)
     runtime = cupy.cuda.runtime
 
     def raise_no_driver(*args, **kwargs):

@@ -11,14 +11,14 @@ Arguments are packed by tools/gfx950_emu/aiter_args.py from AMD's C++ structs; l
 compute them.
 Bound: relative L2 error at most 1.5x that of a numpy model of the kernel's precision (P rounded to bf16 / fp8,
 output rounded to bf16), every output element written (outputs poisoned with NaN), LSE to 1e-5."""
-import importlib.util
 import pathlib
-import shutil
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
+
+import markers
 
 from flashprefill import reference
 
@@ -28,11 +28,7 @@ from gfx950_emu import GlobalMemory, load_code_object, run_kernel  # noqa: E402
 from gfx950_emu.aiter_args import (F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS,  # noqa: E402
                                    pack_slots)
 
-_AITER = importlib.util.find_spec("aiter_meta")
-pytestmark = [
-    pytest.mark.skipif(shutil.which("llvm-objdump-22") is None, reason="needs llvm-objdump-22 (llvm-22)"),
-    pytest.mark.skipif(_AITER is None, reason="needs the amd-aiter wheel (pip install --no-deps amd-aiter)"),
-]
+pytestmark = [markers.needs_objdump22, markers.needs_aiter]
 RNG = np.random.default_rng()
 BF16, FP8 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
 BOUND_OVER_MODEL = 1.5
@@ -41,9 +37,9 @@ LSE_TOLERANCE = 1e-5
 
 def aiter_object(relative: str):
     """The loaded code object aiter_meta/hsa/gfx950/<relative> (skip if this amd-aiter version lacks it)."""
-    path = pathlib.Path(_AITER.submodule_search_locations[0]) / "hsa" / "gfx950" / relative
+    path = markers.AITER_GFX950 / relative
     if not path.exists():
-        pytest.skip(f"this amd-aiter has no {relative} (tested with 0.1.7.post2.dev18)")
+        pytest.skip(markers.no_aiter_object(relative))
     return load_code_object(path)
 
 
@@ -59,7 +55,7 @@ def run_aiter(path, name, grid, workitems, kernarg, mem):
     co = aiter_object(path)
     declared = co.kernel(name).descriptor.kernarg_bytes
     if declared != len(kernarg):
-        pytest.skip(f"{name} takes {declared} bytes of arguments in this amd-aiter, our packing {len(kernarg)}")
+        pytest.skip(markers.aiter_arguments_differ(name, declared, len(kernarg)))
     return run_kernel(co, name, grid, workitems, kernarg, mem, enforce_waits=False)
 
 

@@ -3,19 +3,19 @@ MIR functions (the producer, N wait states of s_nop, the consumer) go through `l
 and the wait states llc inserts (S_NOP k counting k + 1) must be the row's count less N: all of it after no filler,
 one after count - 1, none after count."""
 import re
-import shutil
 import subprocess
 import sys
 import pathlib
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import gfx950_hazards as hz  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("llc-22") is None,
-                                reason="needs llc-22 (apt-get install llvm-22)")
+pytestmark = markers.needs_llc22
 LLVM_LOOKBACK = 19  # wait states llc searches back for an MFMA's writer (checkMAIVALUHazards' MaxWaitStates)
 
 

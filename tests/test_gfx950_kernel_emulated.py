@@ -9,7 +9,6 @@ ordered by a wait and a barrier), so every run tries a fresh interleaving and a 
 it; test_schedules runs each kernel under several fixed seeds. What this does not show: hazards of wait states the
 emulator does not model (tools/gfx950_lint.py checks those), and v_exp_f32 / v_rcp_f32 / v_log_f32 accuracy (the
 emulator computes them exactly in float32)."""
-import ctypes
 import pathlib
 import sys
 
@@ -17,8 +16,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import kernargs
 import markers
 import probability_codes
+import shapes
 from flashprefill import fp8, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -29,32 +30,7 @@ BF16_NAN = np.uint16(0x7FC0)
 QUERIES_PER_WORKGROUP, LANES_PER_WORKGROUP = 256, 512  # 8 waves of 32 queries (asm/gfx950/fwd_contract.inc)
 
 
-class Kernarg(ctypes.Structure):
-    # fp_gfx950_fwd_kernarg (hip/fwd_kernarg.h); offsets checked against the assembly's karg_* below
-    _fields_ = [("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("out", ctypes.c_uint64),
-                ("lse", ctypes.c_uint64),
-                ("q_stride_seq", ctypes.c_uint32), ("q_stride_head", ctypes.c_uint32), ("q_stride_batch", ctypes.c_uint64),
-                ("k_stride_seq", ctypes.c_uint32), ("k_stride_head", ctypes.c_uint32), ("k_stride_batch", ctypes.c_uint64),
-                ("v_stride_seq", ctypes.c_uint32), ("v_stride_head", ctypes.c_uint32), ("v_stride_batch", ctypes.c_uint64),
-                ("out_stride_seq", ctypes.c_uint32), ("out_stride_head", ctypes.c_uint32),
-                ("out_stride_batch", ctypes.c_uint64),
-                ("seqlen_q", ctypes.c_int32), ("seqlen_k", ctypes.c_int32), ("heads_q", ctypes.c_int32),
-                ("heads_per_kv", ctypes.c_int32), ("causal", ctypes.c_int32), ("causal_offset", ctypes.c_int32),
-                ("softmax_scale_log2", ctypes.c_float), ("reserved", ctypes.c_uint32),
-                ("q_descale", ctypes.c_uint64), ("k_descale", ctypes.c_uint64), ("v_descale", ctypes.c_uint64),
-                ("q_descale_stride_batch", ctypes.c_int32), ("q_descale_stride_head", ctypes.c_int32),
-                ("k_descale_stride_batch", ctypes.c_int32), ("k_descale_stride_head", ctypes.c_int32),
-                ("v_descale_stride_batch", ctypes.c_int32), ("v_descale_stride_head", ctypes.c_int32),
-                ("q_exponents", ctypes.c_uint64), ("k_exponents", ctypes.c_uint64), ("v_exponents", ctypes.c_uint64),
-                ("q_block_tokens", ctypes.c_int32), ("k_block_tokens", ctypes.c_int32), ("v_block_tokens", ctypes.c_int32),
-                ("q_blocks_per_head", ctypes.c_int32), ("k_blocks_per_head", ctypes.c_int32),
-                ("v_blocks_per_head", ctypes.c_int32)]
-
-
-def _assembly_offsets():
-    import re
-    text = (ROOT / "asm" / "gfx950" / "fwd_contract.inc").read_text()
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
+Kernarg = kernargs.FwdKernarg
 
 
 def bf16_floor(q, k, v, causal):
@@ -74,17 +50,13 @@ def bf16_floor(q, k, v, causal):
     return out.astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
-                                   (2, 70, 70, 2, 1)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(shapes.EMULATED_SHAPES)
 def test_fwd_bf16(shape, causal, dim_qk):
     """fwd_bf16_hd128, and fwd_bf16_qk192 (dim_qk 192, dim_v 128: DeepSeek-V2's prefill shape)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
-    assert {f: Kernarg.__dict__[f].offset for f, _ in Kernarg._fields_} == \
-        {k: v for k, v in _assembly_offsets().items() if k != "size"}
-    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
+    assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     batch, sq, sk, hq, hkv = shape
     name = "fwd_bf16_hd128" if dim_qk == 128 else f"fwd_bf16_qk{dim_qk}"
     seed = int(RNG.integers(1 << 31))
@@ -120,9 +92,7 @@ def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None, seed=0, 
     ((q, k, v) int8 (batch, heads, blocks) arrays, block_tokens) under the emulator's schedule `seed`; returns out,
     lse. stats: a list that receives the run's RunStats. code_object: a path to run instead of `make amd`'s."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
-    assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
-        {key: value for key, value in _assembly_offsets().items() if key != "size"}
-    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
+    assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     batch, sq, hq, dim_qk = q.shape
     sk, hkv, dim_v = k.shape[1], k.shape[2], v.shape[3]
     mem = GlobalMemory()
@@ -172,12 +142,10 @@ def _fp8_kernel(dim_qk):
     return "fwd_fp8_hd128" if dim_qk == 128 else f"fwd_fp8_qk{dim_qk}"
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("per_head", [False, True], ids=["per_tensor", "per_head"])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (1, 64, 64, 2, 1), (1, 200, 200, 2, 1), (1, 40, 200, 2, 2),
-                                   (2, 70, 130, 2, 1)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(shapes.EMULATED_SHAPES[:-1] + [(2, 70, 130, 2, 1)])  # batch 2 with seqlen_q < seqlen_k
 def test_fwd_fp8(shape, causal, per_head, dim_qk):
     """fwd_fp8_hd128 and fwd_fp8_qk192 (dim_v 128) against the numpy model of the same pipeline (exp-free codes
     at the running max of each 64-key tile): only the bf16 rounding of the output (and float32 accumulation) may
@@ -202,11 +170,10 @@ def test_fwd_fp8(shape, causal, per_head, dim_qk):
     assert reference.relative_l2(out, ref) <= 1.5 * model_err + rounding, f"seed {seed}: against float64"
 
 
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("block_tokens", [64, 128])
-@pytest.mark.parametrize("shape", [(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)],
-                         ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes([(1, 64, 64, 2, 1), (1, 100, 300, 2, 2)])
 def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
     """Per-block power-of-two scales (fp8.quantize_blocks): q's exponent per 32-query wave, k's folded into
     each tile's score scale, v's through the MFMA's E8M0 block scale; against the numpy model with the
@@ -236,7 +203,7 @@ def test_fwd_fp8_block_scales(shape, block_tokens, causal, dim_qk):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 def test_fwd_fp8_probability_codes_bit_exact(causal, dim_qk):
     """The kernel's e4m3 probability codes equal fp8.expfree_codes' bit for bit (as tests/test_kernel_gpu.py pins
     Hopper's), on one KV tile (64 keys) of the problem in probability_codes.py."""

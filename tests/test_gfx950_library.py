@@ -14,7 +14,9 @@ import sys
 
 import pytest
 
+import kernargs
 import markers
+import shapes
 from flashprefill._params import DType, Params, PrepareVParams, Status, VLayout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,7 +47,7 @@ def check(tmp_path_factory):
     """hip/code_object_check.c alone in a shared library: fp_code_object_resources, fp_check_resources."""
     compiler = shutil.which("cc")
     if compiler is None:
-        pytest.skip("no C compiler (cc) to build the code object check alone")
+        pytest.skip(markers.NO_CC)
     directory = tmp_path_factory.mktemp("code_object_check")
     probe = directory / "check.so"
     subprocess.run([compiler, "-std=gnu11", "-O1", "-fPIC", "-shared", "-Wall", "-Werror", f"-I{ROOT / 'include'}",
@@ -161,7 +163,7 @@ def test_quantize_prepared_layout_is_hoppers(lib):
 
 
 @markers.without_hip_runtime
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
     """The dims with a quantizer kernel: without ROCm they stop at loading it."""
     assert lib.flashprefill_quantize(ctypes.byref(quantize_params(dim)), None) == Status.ERROR_NO_DEVICE
@@ -169,7 +171,7 @@ def test_quantize_without_rocm_is_a_clean_status(lib, dim):
 
 
 @pytest.mark.parametrize("kernel", ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192",
-                                    *(f"quantize_d{d}" for d in range(32, 257, 32))])
+                                    *(f"quantize_d{d}" for d in shapes.QUANTIZE_DIMS)])
 def test_descriptor_resources_match_metadata(check, kernel):
     path = ROOT / "build" / "gfx950" / f"{kernel}.co"
     image = path.read_bytes()
@@ -184,7 +186,8 @@ def test_descriptor_resources_match_metadata(check, kernel):
     # (fwd_frame.inc; tests/test_gfx950_static.py derives it from the tiles)
     declared_lds = re.search(rf"^fwd_\w+_kernel {kernel}, \d+, (\d+)", (ROOT / "asm" / "gfx950" / f"{kernel}.s")
                              .read_text(), re.M) if not kernel.startswith("quantize") else None
-    expected = (0, 0, 104) if kernel.startswith("quantize") else (int(declared_lds.group(1)), 0, 232)
+    expected = (0, 0, ctypes.sizeof(kernargs.QuantizeKernarg)) if kernel.startswith("quantize") else \
+        (int(declared_lds.group(1)), 0, ctypes.sizeof(kernargs.FwdKernarg))
     assert (r.lds_bytes, r.scratch_bytes, r.kernarg_bytes) == expected
     assert check.fp_check_resources(kernel.encode(), ctypes.byref(r)) == Status.SUCCESS
 
@@ -193,7 +196,7 @@ def test_descriptor_resources_match_metadata(check, kernel):
                                                    ("vgprs", 520, b"VGPRs per lane"),
                                                    ("scratch_bytes", 16, b"scratch")])
 def test_oversized_kernels_are_refused(check, field, value, message):
-    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=232, vgprs=240)
+    r = Resources(lds_bytes=0, scratch_bytes=0, kernarg_bytes=ctypes.sizeof(kernargs.FwdKernarg), vgprs=240)
     setattr(r, field, value)
     assert check.fp_check_resources(b"k", ctypes.byref(r)) == Status.ERROR_NOT_SUPPORTED
     assert message in check.fp_last_error()
@@ -227,7 +230,7 @@ print(json.dumps(steps))
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for the HIP stub")
+@markers.needs_cc
 def test_modules_are_loaded_per_device(lib, tmp_path):
     """Each device ordinal gets the code objects loaded while it is current, once; a launch uses the current
     device's modules; an ordinal past the loader's table is refused, not given another device's modules."""

@@ -2,18 +2,18 @@
 code object `make amd` built, each site names the source line it came from, a removed wait state the lint asks for
 is killed by the lint, and a two-mutant run ends on its score line. (The full run, every kernel: the tool itself.)"""
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import gfx950_mutate  # noqa: E402
 
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("llvm-mc-22", "clang-22", "ld.lld-22")),
-                                reason="needs llvm-mc-22, clang-22 and ld.lld-22 (llvm-22, clang-22, lld-22)")
+pytestmark = markers.needs_assembler22
 KERNEL = "quantize_d32"
 
 

@@ -10,11 +10,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import markers
+
 from test_gfx950_kernel_emulated import RNG, ROOT, _run
 
-_TOOLS = ("clang-22", "ld.lld-22", "llvm-objdump-22")
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in _TOOLS),
-                                reason="needs clang-22, ld.lld-22 and llvm-objdump-22 (llvm-22)")
+pytestmark = markers.needs_rebuild22
 _FILL_WAIT = """    .if \\lds_wait
     s_waitcnt lgkmcnt(0)
     .endif

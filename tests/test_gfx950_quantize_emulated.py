@@ -4,16 +4,16 @@ signs, subtract), block_tokens, code_max), as the Hopper quantizer is checked on
 Outputs are poisoned first. What this does not show: timing, and anything of the hardware the emulator does not
 model. Each run takes its input seed as the emulator's schedule seed (registers and LDS undefined at launch, loads
 landing at the latest point their s_waitcnt allows: tools/gfx950_emu/run.py)."""
-import ctypes
 import pathlib
-import re
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import kernargs
 import markers
+import shapes
 
 from flashprefill import fp8, prepare
 
@@ -24,22 +24,7 @@ RNG = np.random.default_rng()
 POISON_CODE, POISON_EXPONENT = 0x7F, -128
 
 
-class Kernarg(ctypes.Structure):
-    # fp_gfx950_quantize_kernarg (hip/quantize_kernarg.h); offsets checked against the assembly's karg_* below
-    _fields_ = [("x", ctypes.c_uint64), ("codes", ctypes.c_uint64), ("exponents", ctypes.c_uint64),
-                ("signs", ctypes.c_uint64), ("subtract", ctypes.c_uint64),
-                ("x_stride_batch", ctypes.c_uint64), ("codes_stride_batch", ctypes.c_uint64),
-                ("x_stride_seq", ctypes.c_uint32), ("x_stride_head", ctypes.c_uint32),
-                ("codes_stride_seq", ctypes.c_uint32), ("codes_stride_head", ctypes.c_uint32),
-                ("seqlen", ctypes.c_int32), ("heads", ctypes.c_int32), ("block_tokens", ctypes.c_int32),
-                ("blocks", ctypes.c_int32), ("x_fp32", ctypes.c_int32),
-                ("code_max_exponent", ctypes.c_int32), ("code_max_mantissa", ctypes.c_uint32),
-                ("phase", ctypes.c_int32)]
-
-
-def _assembly_offsets():
-    text = (ROOT / "asm" / "gfx950" / "quantize.inc").read_text()
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.set karg_(\w+), (\d+)\s*$", text, re.M)}
+Kernarg = kernargs.QuantizeKernarg
 
 
 def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=None, seed=0):
@@ -47,9 +32,7 @@ def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=
     schedule `seed`; x_view: a strided view of a larger array to read x from instead (its base goes to the device).
     Returns (codes uint8, exponents int8) read back from poisoned outputs."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
-    assert {f: getattr(Kernarg, f).offset for f, _ in Kernarg._fields_} == \
-        {key: value for key, value in _assembly_offsets().items() if key != "size"}
-    assert ctypes.sizeof(Kernarg) == _assembly_offsets()["size"]
+    assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.QUANTIZE_CONTRACT)
     src = x if x_view is None else x_view
     batch, seq, heads, dim = src.shape
     blocks = -(-seq // block_tokens)
@@ -101,7 +84,7 @@ def _check(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=No
 
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_bit_identical_to_the_model(dim, dtype, mode):
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
@@ -147,7 +130,7 @@ def test_strided_input():
     _check(None, 16, x_view=qkv[:, :, 8:10])
 
 
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_small_integers_rotated(dim):
     """Small integer inputs: the butterflies' sums are exact and, for parts of 64 and 256, so is the 1/sqrt(n) scale
     (1/8, 1/16), so many transformed values lie exactly on e4m3 rounding ties: a transform off by one float32 step

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import kernargs
 import markers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -24,21 +25,6 @@ QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # 
 assert QUANTIZERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS), ALL_KERNELS
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
-KERNARG_FIELDS = ["q", "k", "v", "out", "lse", "q_stride_seq", "q_stride_head", "q_stride_batch", "k_stride_seq",
-                  "k_stride_head", "k_stride_batch", "v_stride_seq", "v_stride_head", "v_stride_batch",
-                  "out_stride_seq", "out_stride_head", "out_stride_batch", "seqlen_q", "seqlen_k", "heads_q",
-                  "heads_per_kv", "causal", "causal_offset", "softmax_scale_log2", "reserved", "q_descale",
-                  "k_descale", "v_descale", "q_descale_stride_batch", "q_descale_stride_head",
-                  "k_descale_stride_batch", "k_descale_stride_head", "v_descale_stride_batch",
-                  "v_descale_stride_head", "q_exponents", "k_exponents", "v_exponents", "q_block_tokens",
-                  "k_block_tokens", "v_block_tokens", "q_blocks_per_head", "k_blocks_per_head",
-                  "v_blocks_per_head"]
-QUANTIZE_KERNARG_FIELDS = ["x", "codes", "exponents", "signs", "subtract", "x_stride_batch", "codes_stride_batch",
-                           "x_stride_seq", "x_stride_head", "codes_stride_seq", "codes_stride_head", "seqlen",
-                           "heads", "block_tokens", "blocks", "x_fp32", "code_max_exponent",
-                           "code_max_mantissa", "phase"]
-
-
 def code_object(name):
     path = ROOT / "build" / "gfx950" / f"{name}.co"
     if not path.exists():
@@ -75,8 +61,10 @@ def test_register_names_do_not_share_a_register(name):
         assert not shared, f"{name}: {kind.upper()}GPRs named twice: {shared}"
 
 
-def _c_offsets(tmp, header, struct, fields):
-    """offsetof each field of `struct` in hip/<header>, and its sizeof, from a compiled C program."""
+def _c_offsets(tmp, header, struct):
+    """offsetof each field of `struct` in hip/<header> (as kernargs.py reads the fields), and its sizeof, from a
+    compiled C program."""
+    fields = [f for f, _ in kernargs.declared_fields(header, struct)]
     body = "\n".join(f'    printf("{f} %zu\\n", offsetof({struct}, {f}));' for f in fields)
     (tmp / "k.c").write_text(f"""#include <stddef.h>
 #include <stdio.h>
@@ -95,37 +83,30 @@ int main(void) {{
 @pytest.fixture(scope="module")
 def c_kernarg(tmp_path_factory):
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler")
-    return _c_offsets(tmp_path_factory.mktemp("kernarg"), "fwd_kernarg.h", "fp_gfx950_fwd_kernarg", KERNARG_FIELDS)
+        pytest.skip(markers.NO_CC)
+    return _c_offsets(tmp_path_factory.mktemp("kernarg"), "fwd_kernarg.h", "fp_gfx950_fwd_kernarg")
 
 
-def _declared_fields(header, struct):
-    text = (ROOT / "hip" / header).read_text()
-    body = text[text.index("typedef struct"):text.index(f"}} {struct}")]
-    return re.findall(r"\b(\w+)(?:,|;)", re.sub(r"/\*.*?\*/", "", body, flags=re.S))
-
-
-def test_every_kernarg_field_is_checked():
-    assert _declared_fields("fwd_kernarg.h", "fp_gfx950_fwd_kernarg") == KERNARG_FIELDS
-    assert _declared_fields("quantize_kernarg.h", "fp_gfx950_quantize_kernarg") == QUANTIZE_KERNARG_FIELDS
+def test_kernarg_mirrors_match_c(c_kernarg, tmp_path):
+    """The ctypes structs that tests/kernargs.py builds from the headers lay out every field as the C compiler does."""
+    assert kernargs.offsets(kernargs.FwdKernarg) == c_kernarg
+    quantize = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
+    assert kernargs.offsets(kernargs.QuantizeKernarg) == quantize
 
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_kernarg_offsets_match_c(name, c_kernarg):
-    sets = assembly_sets(name)
-    for field in KERNARG_FIELDS:
-        assert sets.get(f"karg_{field}") == c_kernarg[field], f"{name}: karg_{field}"
-    assert sets["karg_size"] == c_kernarg["size"]
+    sets = {k.removeprefix("karg_"): v for k, v in assembly_sets(name).items() if k.startswith("karg_")}
+    assert sets == c_kernarg, name
 
 
 @pytest.mark.parametrize("name", QUANTIZERS)
 def test_quantize_kernarg_offsets_match_c(name, tmp_path):
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler")
-    c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg", QUANTIZE_KERNARG_FIELDS)
-    sets = assembly_sets(name)
-    assert {f: sets.get(f"karg_{f}") for f in QUANTIZE_KERNARG_FIELDS} == {f: c[f] for f in QUANTIZE_KERNARG_FIELDS}
-    assert sets["karg_size"] == c["size"]
+        pytest.skip(markers.NO_CC)
+    c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
+    sets = {k.removeprefix("karg_"): v for k, v in assembly_sets(name).items() if k.startswith("karg_")}
+    assert sets == c, name
 
 
 def _metadata(path):

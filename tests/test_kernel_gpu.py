@@ -17,6 +17,7 @@ import flashprefill as fp
 import gpu_arrays as ga
 import markers
 import probability_codes
+import shapes
 from flashprefill import fp8, policy, prepared_v, reference
 
 cp = pytest.importorskip("cupy", reason=markers.NO_CUPY)
@@ -25,8 +26,6 @@ pytestmark = pytest.mark.gpu
 FP8_MAX = 448.0
 RNG = np.random.default_rng()
 
-# (dim_qk, dim_v): hd128 and DeepSeek-V2's latent-attention prefill shape
-DIMS = [(128, 128), (192, 128)]
 # (batch, seqlen_q, seqlen_k, heads_q, heads_kv): seqlen 1, non-tile multiples, seqlen_q < seqlen_k, GQA 1..8
 SHAPES = [
     (1, 1, 1, 1, 1),
@@ -190,16 +189,16 @@ def _check_bf16(q, k, v, causal, seed):
     assert err <= 1.5 * peer, f"seed {seed}: {_report(out, ref)}; SDPA {peer:.3e}"
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_bf16(shape, causal, dims):
     seed = _seed()
     q, k, v = (ga.to_bf16(x) for x in _inputs(shape, dims, seed))
     _check_bf16(q, k, v, causal, seed)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("rise_log2", [100.0, 1500.0])
 def test_bf16_scores_rising_toward_early_keys(rise_log2, causal, dims):
@@ -217,7 +216,7 @@ def test_bf16_scores_rising_toward_early_keys(rise_log2, causal, dims):
     _check_bf16(*(ga.to_bf16(x) for x in (q, k, v)), causal, seed)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 def test_bf16_scores_far_below_zero_after_masked_first_tile(dims):
     """seqlen_q < seqlen_k with an offset that is not a whole tile: many rows see no key in the first tile the
     kernel takes (the diagonal one), and all their scores then lie ~300 log2 units below 0 (every other row). A lazy
@@ -231,7 +230,7 @@ def test_bf16_scores_far_below_zero_after_masked_first_tile(dims):
     _check_bf16(*(ga.to_bf16(x) for x in (q, k, v)), True, seed)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_rows_whose_scores_are_all_below_zero(dtype, causal, dims):
@@ -291,10 +290,10 @@ def _fp8_problem(shape, dims, descales, seed):
 FP8_DESCALES = ["per_tensor", "per_head", "per_block128", "per_block256", "per_block384"]
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("descales", FP8_DESCALES)
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_fp8(shape, causal, descales, dims):
     seed = _seed()
     problem = _fp8_problem(shape, dims, descales, seed)
@@ -303,10 +302,10 @@ def test_fp8(shape, causal, descales, dims):
         _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("descales", FP8_DESCALES)
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_fp8_fp16_probabilities(shape, causal, descales, dims):
     """probabilities="fp16": against float64 attention on the dequantized inputs, within 1.5x the floor of P
     rounded to float16 and the output to bf16, and, where P's rounding shows, at most half the e4m3-P floor the
@@ -372,10 +371,10 @@ def _f16_scores_floor(q8, q_scale, k8, k_scale, v, causal):
     return cp.einsum("bhqk,bkhd->bqhd", _round_p(p, "e4m3"), v) / p.sum(-1)[..., None].transpose(0, 2, 1, 3)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("descales", F16_SCORES_DESCALES)
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_fp8_float16_scores(shape, causal, descales, dims):
     """scores="fp16" on q codes within the bound: against float64 attention on the dequantized inputs, within 1.5x
     the floor of rounding the scores to float16, P to e4m3 and the output to bf16, and within 1.5x FA3's fp8 error
@@ -414,7 +413,7 @@ def _f16_scores_q(q8, dim_qk):
     return ga.to_e4m3(ga.to_float(q8) / cp.exp2(row_shift.astype(cp.float32))), row_shift
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 def test_float16_scores_shrink_q_per_row_group(dims):
     """scores="fp16" brings q's codes within their bound per warpgroup of 64 query rows by a power of two (the codes
     rounded to e4m3 again), which the score scale takes back: on small codes the output differs from scores="fp32"'s
@@ -451,9 +450,9 @@ def test_float16_scores_shrink_q_per_row_group(dims):
     assert ga.equal(mixed16[:, :64, 0], small16[:, :64, 0]), f"seed {seed}: a group of small codes"
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     """scores="fp16" on FA3-style codes (per (batch, kv head) factors, codes up to 448), which the kernel shrinks
     per group of 64 rows: against float64 attention on those inputs, within 1.5x the floor of the codes it computes
@@ -474,7 +473,7 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
     _assert_within_fa3(err, report, ref, problem, shape, dims, causal, seed)
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("descales, chosen", [("per_head", "fp16"), ("per_block384", "fp16"), ("per_block128", "fp32")])
 def test_default_scores_take_float16_where_a_kernel_has_them(descales, chosen, dims):
     """scores="default" (attention's default) runs float16 scores where the 192-key kernels take the descales and
@@ -712,10 +711,10 @@ PREPARED_V_CASES = [("per_head", "fp32"), ("per_block128", "fp32"), ("per_block3
                     ("per_block384", "fp16")]
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("descales, scores", PREPARED_V_CASES, ids=lambda c: str(c))
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}_sq{}_sk{}_h{}_{}".format(*s))
+@shapes.over_shapes(SHAPES)
 def test_prepared_v_gives_the_same_output(shape, causal, descales, scores, dims):
     """v prepared (prepare_v) and loaded as V^T by TMA: the output is bit-identical to v's, whose error test_fp8 and
     test_fp8_float16_scores bound, into poisoned outputs (every element written) at every shape (seqlen_k 1, 17,
@@ -750,7 +749,7 @@ def test_quantize_qkv_prepared_v():
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 def test_determinism(dtype, dims):
     """Two calls on the same inputs agree bit for bit (every dim pair, both precisions, fp8 with e4m3 or float16
     probabilities; fp8 with block scales)."""
@@ -769,7 +768,7 @@ def test_determinism(dtype, dims):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-p16"])
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("batch,seq", [(2, 8192), (8, 2048)], ids=["8k_b2", "2k_b8"])
 def test_l2_sections_leave_results_unchanged(batch, seq, dtype, dims):
     """Where K and V outgrow L2 the work items run in sections of heads (cuda/fwd/work_order.cuh; from 16 m-blocks on):

@@ -9,11 +9,13 @@ import subprocess
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAKE = shutil.which("make")
 AMD_SOURCES = sorted((ROOT / "asm" / "gfx950").glob("*.s"))
 
-pytestmark = pytest.mark.skipif(MAKE is None, reason="needs make")
+pytestmark = markers.needs_make
 
 
 def _stub(path: pathlib.Path):

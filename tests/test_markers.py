@@ -3,6 +3,7 @@ visible gpu tests skip; where one is visible, a gpu test that cannot run, or a f
 only a missing peer (markers.PEER_SKIPS) may skip. The groups are registered (`-m gpu`, `-m emulator` select)."""
 import glob
 import pathlib
+import re
 
 import pytest
 
@@ -43,8 +44,8 @@ SUITE = {
 
 @pytest.fixture
 def suite(pytester):
-    for name in ("conftest.py", "markers.py"):
-        (pytester.path / name).write_text((TESTS / name).read_text())
+    for path in (TESTS.parent / "conftest.py", TESTS / "markers.py"):
+        (pytester.path / path.name).write_text(path.read_text())
     pytester.makepyfile(**SUITE)
     return pytester
 
@@ -54,7 +55,7 @@ def _machine(monkeypatch, visible, devices):
     real_glob = glob.glob
     monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if visible and "nvidia" in pattern
                         else [] if "nvidia" in pattern else real_glob(pattern))
-    cupy = pytest.importorskip("cupy", reason="the simulated runtime answers are CuPy's")
+    cupy = pytest.importorskip("cupy", reason=markers.NO_CUPY)
     if devices is None:
         def no_driver():
             raise cupy.cuda.runtime.CUDARuntimeError(35)
@@ -95,3 +96,15 @@ def test_groups_select(suite, monkeypatch, expression, passed):
 
 def test_peer_skips_are_distinct():
     assert len(set(markers.PEER_SKIPS)) == len(markers.PEER_SKIPS)
+
+
+def test_skip_reasons_are_named_in_markers():
+    """No test file (tests/ and the emulator's, tools/gfx950_emu/tests/) writes a skip reason of its own: each reason
+    is named once in markers.py, so that the same cause skips with the same words everywhere."""
+    own_reason = re.compile(r"""(?:reason\s*=\s*|pytest\.skip\(\s*|\.skipif\()[rfb]*["']""")
+    files = [p for p in (*TESTS.glob("*.py"), *(TESTS.parent / "tools" / "gfx950_emu" / "tests").glob("*.py"))
+             if p.name not in ("markers.py", "test_markers.py")]
+    assert len(files) > 40
+    offenders = [f"{p.name}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if own_reason.search(line)]
+    assert not offenders, f"skip reasons written outside markers.py: {offenders}"

@@ -10,6 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
+import markers
+
 from flashprefill import _lib
 from flashprefill._params import DType, MergeStateParams, Status
 from flashprefill.reference import attention_reference, merge_state_reference, relative_l2
@@ -325,7 +327,7 @@ def merge_sass():
         pytest.fail(f"{MERGE_OBJECT} is missing: run `make` first")
     tool = _cuobjdump()
     if tool is None:
-        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip(markers.NO_CUOBJDUMP)
     text = subprocess.run([tool, "--dump-sass", str(MERGE_OBJECT)], capture_output=True, text=True, check=True).stdout
     return {name.strip(): body for name, _, body in (chunk.partition("\n") for chunk in text.split("Function : ")[1:])}
 

@@ -18,12 +18,12 @@ import pytest
 import flashprefill as fp
 import gpu_arrays as ga
 import markers
+import shapes
 from flashprefill import fp8, policy, prepare, reference
 
 cp = pytest.importorskip("cupy", reason=markers.NO_CUPY)
 pytestmark = pytest.mark.gpu
 
-DIMS = [(128, 128), (192, 128)]
 SHAPE = (1, 200, 200, 4, 2)  # (batch, seqlen_q, seqlen_k, heads_q, heads_kv): two query tiles, the last partial
 # attention's options of each family ("fp8" takes q's codes within float16 scores' bound: _q_code_max).
 FAMILIES = {
@@ -129,7 +129,7 @@ def _where(report, mask):
     return f"{len(points)} {report}" + (f", first at {points[0].tolist()}" if len(points) else "")
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("tensor", ["q", "k", "v"])
 @pytest.mark.parametrize("family, value", CASES, ids=[f"{f}-{v}" for f, v in CASES])
@@ -175,7 +175,7 @@ def test_non_finite_input_reaches_what_reads_it(rng_seed, family, value, tensor,
 FP8_FAMILIES = [family for family in FAMILIES if family != "bf16"]
 
 
-@pytest.mark.parametrize("dims", DIMS, ids=lambda d: "qk{}_v{}".format(*d))
+@shapes.over_attention_dims
 @pytest.mark.parametrize("sign", [1, -1], ids=["inf", "-inf"])
 @pytest.mark.parametrize("tensor", ["q", "k", "v"])
 @pytest.mark.parametrize("family", FP8_FAMILIES)

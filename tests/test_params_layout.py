@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+import markers
+
 from flashprefill._params import (Descale, DescaleKind, DType, MergeStateParams, Params, PrepareVParams, QuantizeParams,
                                   QueryParams, QueryResult, Status, VLayout)
 
@@ -53,7 +55,7 @@ def c_layout(tmp_path_factory):
     """{(c_type, dotted field or ""): (offset, size)} as the C compiler lays them out."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        pytest.skip("no C compiler (cc) to compile the layout probe")
+        pytest.skip(markers.NO_CC)
     lines = []
     for struct, c_type in C_TYPES.items():
         lines.append(f'printf("{c_type} - 0 %zu\\n", sizeof({c_type}));')

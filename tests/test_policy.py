@@ -4,12 +4,12 @@ fallback (fp8.f16_scores_q_code_max_without_library), the block sizes are those 
 choices quantize_qkv makes from them ("auto" scores, v layout and block) are the ones each table implies."""
 import pytest
 
+import shapes
 from flashprefill import Error, Status, api, fp8, policy
 
-DIMS = [(128, 128), (192, 128)]
 
 
-@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
 def test_hopper_float16_scores_bound(dims):
     chosen = policy.query("cuda", *dims, scores="fp16")
     assert chosen.scores == "fp16" and chosen.kernel.endswith("_kv192_f16s")
@@ -17,7 +17,7 @@ def test_hopper_float16_scores_bound(dims):
     assert policy.query("cuda", *dims, scores="fp32").q_code_max == fp8.E4M3_MAX
 
 
-@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
 @pytest.mark.parametrize("per_block, scores, multiple", [(None, "fp16", 0), (384, "fp16", 384), (768, "fp16", 384),
                                                          (128, "fp32", 128), (256, "fp32", 128)])
 def test_hopper_default_scores_follow_the_blocks(dims, per_block, scores, multiple):
@@ -30,7 +30,7 @@ def test_hopper_default_scores_follow_the_blocks(dims, per_block, scores, multip
     assert policy.query("cuda", *dims, per_block=200) is None
 
 
-@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
 def test_hopper_float16_probabilities(dims):
     chosen = policy.query("cuda", *dims, probabilities="fp16", per_block=128)
     assert chosen.kernel.endswith("_fp16p") and chosen.scores == "fp32" and chosen.q_code_max == fp8.E4M3_MAX
@@ -38,7 +38,7 @@ def test_hopper_float16_probabilities(dims):
     assert chosen.prepared_v_block_tokens_multiple == 0
 
 
-@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
 def test_gfx950_policy(dims):
     """gfx950: float32 scores only, v as every tensor, blocks of whole 64-key tiles."""
     for per_block in (None, 64, 384):
@@ -68,7 +68,7 @@ def test_invalid_options_raise_the_library_message(backend):
     assert policy.query(backend, 100, 128) is None
 
 
-@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
 @pytest.mark.parametrize("backend, probabilities, scores, block", [
     ("cuda", "default", "auto", 384), ("cuda", "default", "fp32", 384), ("cuda", "fp16", "auto", 128),
     ("hip", "default", "auto", 64)])

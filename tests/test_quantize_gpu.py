@@ -6,6 +6,7 @@ import pytest
 
 import flashprefill as fp
 import gpu_arrays as ga
+import shapes
 from flashprefill import fp8, policy, prepare, prepared_v
 
 pytestmark = pytest.mark.gpu
@@ -46,7 +47,7 @@ _host = ga.host_f64
 @pytest.mark.parametrize("block", [64, 128, 200, 520, 1100])
 @pytest.mark.parametrize("mode", ["plain", "rotate", "rotate_smooth"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
     """Every dim the quantizer takes (each split into parts of 8 or 16 lanes a row), bf16 and float32, with and
     without rotation and smoothing, blocks whose rows end mid-set and blocks longer than the sequence: exponents and
@@ -66,7 +67,7 @@ def test_bit_identical_to_the_model(rng, dim, dtype, mode, block):
 
 @pytest.mark.parametrize("code_max", [1.125, 0.75, 2.0**-6])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [128, 192])
+@pytest.mark.parametrize("dim", shapes.DIMS_QK)
 def test_code_max_bit_identical_to_the_model(rng, dim, dtype, code_max):
     """Smaller codes (q's for float16 scores): exponents and codes as the model's, every code within code_max."""
     shape = (2, 300, 3, dim)
@@ -113,7 +114,7 @@ def test_negative_nan(rng, dtype, rotate):
     np.testing.assert_array_equal(codes, model_codes)
 
 
-@pytest.mark.parametrize("dim", [128, 192])
+@pytest.mark.parametrize("dim", shapes.DIMS_QK)
 def test_span_floor_blocks_rotated(rng, dim):
     """Blocks 2^100 below their head's largest (its span floor raises their exponents), rotated, more than 32 blocks
     a head: the blocks encoded again with the raised exponent, bit for bit as the model's."""
@@ -159,7 +160,7 @@ def _run_prepared(x, block, signs=None, pitch=None):
 
 @pytest.mark.parametrize("seq, block", [(300, 16), (300, 112), (300, 384), (640, 128), (1, 16), (33, 48)])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("dim", [32, 64, 96, 128, 160, 192, 224, 256])
+@shapes.over_quantize_dims
 def test_prepared_layout_is_prepare_v_of_the_codes(rng, dim, dtype, seq, block):
     """layout="prepared": the codes and exponents of the default layout, written as prepare_v writes them (keys in
     P's register order, positions past seq 0), bit for bit; blocks whose end falls mid-set (112, 48: one group of 16
@@ -221,7 +222,7 @@ def test_quantize_qkv_per_block_is_the_model(rng):
 
 
 @pytest.mark.parametrize("per_block", [None, 384])
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
     """fp.quantize_qkv(scores="fp16") (rotated; per-head factors or 384-token blocks): q's codes within float16
     scores' bound, its factors those of the host model (blocks: its codes and exponents, bit for bit), k's and v's as
@@ -262,7 +263,7 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
 @pytest.mark.parametrize("per_block, probabilities, scores, v_layout", [
     ("unset", "default", "fp16", "prepared"), (None, "default", "fp16", "prepared"),
     (768, "default", "fp16", "prepared"), (128, "default", "fp32", "prepared"), ("unset", "fp16", "fp32", "default")])
-@pytest.mark.parametrize("dim_qk", [128, 192])
+@shapes.over_dims_qk
 def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_layout):
     """quantize_qkv's defaults on Hopper: the library's preferred blocks (384 tokens, the 192-key kernels' multiple;
     128 for float16 probabilities, whose kernels take 128-key tiles at any multiple of 128, so the finer scales cost

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+import markers
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
@@ -95,7 +97,7 @@ def sass():
         pytest.fail(f"{OBJECT} is missing: run `make` first")
     tool = _cuobjdump()
     if tool is None:
-        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip(markers.NO_CUOBJDUMP)
     text = subprocess.run([tool, "--dump-sass", str(OBJECT)], capture_output=True, text=True, check=True).stdout
     functions = {}
     for chunk in text.split("Function : ")[1:]:

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+import markers
+
 from flashprefill import _lib
 from flashprefill._params import DescaleKind, DType, Params, PrepareVParams, Probabilities, Scores, Status, VLayout
 
@@ -369,7 +371,7 @@ def test_last_error_cleared_after_success(lib):
     candidates = [valid_params(), valid_params(DType.FP8_E4M3), fp8_params(DescaleKind.PER_BLOCK)]
     accepted = [p for p in candidates if supports(lib, p)[0] == Status.SUCCESS]
     if not accepted:
-        pytest.skip("this build has no kernel for the candidate shapes yet")
+        pytest.skip(markers.NO_KERNEL_BUILT)
     supports(lib, with_fields(valid_params(), batch=0))
     assert lib.flashprefill_last_error() != b""
     assert supports(lib, accepted[0]) == (Status.SUCCESS, "")

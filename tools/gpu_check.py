@@ -31,7 +31,7 @@ def run_tests(out, marks):
     xml = os.path.join(out, "pytest.xml")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(ROOT, "python"),
                                                                     os.environ.get("PYTHONPATH")])))
-    rc = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-ra", f"--junitxml={xml}"] +
+    rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", f"--junitxml={xml}"] +
                         (["-m", marks] if marks else []), cwd=ROOT, env=env).returncode
     cases = []
     for case in ET.parse(xml).getroot().iter("testcase"):

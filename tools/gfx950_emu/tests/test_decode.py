@@ -8,22 +8,21 @@ llvm-mc-22 prints for the words it assembles.
 import functools
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import markers
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import EmulatorError, decode_check  # noqa: E402
 from gfx950_emu.decode import decode_one, decode_section  # noqa: E402
 from gfx950_emu.instruction import make_instruction  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("llvm-objdump-22") is None or shutil.which("llvm-mc-22") is None,
-                                reason="needs llvm-objdump-22 and llvm-mc-22 (llvm-22)")
+pytestmark = markers.needs_llvm_mc22
 SAMPLE_OBJECTS = 24
-NO_AIT = "needs the amd-aiter wheel (pip install --no-deps amd-aiter)"
 
 
 def _short(path):
@@ -45,18 +44,18 @@ def test_our_objects_exist():
     assert decode_check.our_objects(), "build/gfx950/*.co missing: run `make amd`"
 
 
-@pytest.mark.skipif(decode_check.amd_dir() is None, reason=NO_AIT)
+@markers.needs_aiter
 @pytest.mark.parametrize("path", decode_check.amd_objects("run"), ids=_short)
 def test_amd_objects_we_run_decode_as_objdump_reads_them(path):
     _check(path)
 
 
-@pytest.mark.skipif(decode_check.amd_dir() is None, reason=NO_AIT)
+@markers.needs_aiter
 def test_amd_objects_we_run_are_there():
     assert len(decode_check.amd_objects("run")) >= len(decode_check.AMD_RUN)
 
 
-@pytest.mark.skipif(decode_check.amd_dir() is None, reason=NO_AIT)
+@markers.needs_aiter
 def test_random_amd_objects_decode_as_objdump_reads_them(rng):
     rest = sorted(set(decode_check.amd_objects("all")) - set(decode_check.amd_objects("run")))
     picked = [rest[i] for i in rng.choice(len(rest), size=min(SAMPLE_OBJECTS, len(rest)), replace=False)]

@@ -1,11 +1,15 @@
-"""Shared test setup: the markers of markers.py registered, the gpu rule (skip where no GPU is visible, fail where one
-is but a gpu test cannot run), and fresh random generators whose seed each failing test's captured output names."""
+"""Shared test setup of both suites (tests/ and the emulator's own, tools/gfx950_emu/tests/, pytest.ini's testpaths):
+the markers of tests/markers.py registered, the gpu rule (skip where no GPU is visible, fail where one is but a gpu
+test cannot run), and fresh random generators whose seed each failing test's captured output names."""
 import glob
+import pathlib
+import sys
 
 import numpy as np
 import pytest
 
-import markers
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "tests"))  # markers and the shared test modules
+import markers  # noqa: E402
 
 
 def _no_gpu_reason():

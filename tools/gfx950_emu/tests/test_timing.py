@@ -9,14 +9,17 @@ import struct
 import numpy as np
 import pytest
 
-from test_gfx950_emu import EmulatorError, GlobalMemory, build, pytestmark, run_kernel  # noqa: F401
+import markers
+from tiny_kernels import EmulatorError, GlobalMemory, build, run_kernel
+
+pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 
 RNG = np.random.default_rng()
 _RACE = r"LDS race at byte 0x[0-9a-f]+: "
 
 
 def run(tmp_path, body, waves=1, seed=0, lds=1024):
-    """Runs `body` (after the prologue of test_gfx950_emu: s[4:5] = out, s[6:7] = src, v1 = 4 * tid) on `waves`
+    """Runs `body` (after the prologue of tiny_kernels.py: s[4:5] = out, s[6:7] = src, v1 = 4 * tid) on `waves`
     waves; out: 4 rows of 64 * waves dwords (poisoned), src: 256 random dwords. Returns (out, src)."""
     co = build(tmp_path, body, lds=lds)
     mem = GlobalMemory()

@@ -1,13 +1,15 @@
 """Emulator semantics that AMD's aiter kernels needed (tests/test_gfx950_aiter_emulated.py runs those kernels):
 buffer loads and stores through a V# with range checking, buffer loads into LDS, DPP, v_permlane16_swap_b32,
 SOPK, a few VALU forms, the unified VGPR/AGPR file (and its aliasing refused), local label symbols,
-v_mfma_f32_16x16x128_f8f6f4. Each on a tiny kernel assembled with clang-22, as tests/test_gfx950_emu.py does."""
+v_mfma_f32_16x16x128_f8f6f4. Each on a tiny kernel assembled with clang-22, as tiny_kernels.py does."""
 import ml_dtypes
 import numpy as np
 import pytest
 
-from test_gfx950_emu import (EmulatorError, _d16, _images, _mfma_kernel, _run_mfma, pytestmark,  # noqa: F401
-                             run, store_rows)
+import markers
+from tiny_kernels import EmulatorError, _d16, _images, _mfma_kernel, _run_mfma, run, store_rows
+
+pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 
 # s[12:15] = a raw V# over arg1 with num_records = s16: base from s[6:7], stride 0, dword 3 as AMD's kernels set it
 _RSRC = """
