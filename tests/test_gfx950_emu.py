@@ -226,6 +226,27 @@ def test_vector_float(tmp_path, rng):
         np.testing.assert_array_equal(row, np.asarray(e, f32))
 
 
+def test_float_max_and_nan(tmp_path, rng):
+    """Our reading of the ISA: v_max_f32 and v_max3_f32 (IEEE mode) return the other operand for a NaN;
+    v_maximum3_f32 (IEEE 754-2019 maximum, the forward kernels' row max) returns NaN."""
+    x = rng.standard_normal(64).astype(np.float32)
+    x[rng.choice(64, 16, replace=False)] = np.nan
+    y = rng.standard_normal(64).astype(np.float32)
+    body = """
+  global_load_dword v2, v1, s[6:7]
+  global_load_dword v3, v1, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_max_f32 v10, v2, v3
+  v_max3_f32 v11, v3, v2, -1.0
+  v_maximum3_f32 v12, v3, v2, -1.0
+"""
+    out, _ = run(tmp_path, body + store_rows(["v10", "v11", "v12"]), np.zeros((3, 64), np.float32), (x, y))
+    np.testing.assert_array_equal(out[0], np.fmax(x, y))
+    np.testing.assert_array_equal(out[1], np.fmax(np.fmax(y, x), np.float32(-1)))
+    np.testing.assert_array_equal(out[2], np.maximum(np.maximum(y, x), np.float32(-1)))
+    assert np.isnan(out[2]).sum() == 16 and not np.isnan(out[:2]).any()
+
+
 @pytest.mark.parametrize("denorm_mode", [0, 3])
 def test_denormals_follow_the_descriptor_mode(tmp_path, denorm_mode):
     """FLOAT_DENORM_MODE_32 = 0 flushes f32 denormal inputs and results; 3 keeps them."""
