@@ -12,7 +12,8 @@ approximations, all deliberate:
   ISA guide does not promise correct rounding), so results may differ from hardware in
   the last bit; kernels must not depend on exact transcendental bits.
 - v_max_f32 / v_min_f32 follow IEEE mode (the kernels' default): a NaN input yields the
-  other operand (numpy fmax/fmin).
+  other operand (numpy fmax/fmin). v_maximum3_f32 (gfx950, IEEE 754-2019 maximum) propagates a NaN input
+  (numpy maximum; -0 and +0 compare equal here, the ISA orders -0 below +0).
 - Denormals: kept or flushed per the descriptor's FLOAT_DENORM_MODE_32 (state.py).
 - VOPC and carry-out writes set bits only for active lanes; inactive lanes' bits are 0.
 - v_permlane32_swap_b32 swaps vdst of lanes 32-63 with vsrc of lanes 0-31 (CDNA4 ISA
@@ -307,6 +308,7 @@ _FLOAT_OPS = {
     "v_fma_f32": (3, _fma),
     "v_max3_f32": (3, lambda a, b, c: np.fmax(np.fmax(a, b), c)),
     "v_min3_f32": (3, lambda a, b, c: np.fmin(np.fmin(a, b), c)),
+    "v_maximum3_f32": (3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_exp_f32": (1, np.exp2),
     "v_log_f32": (1, np.log2),
     "v_rcp_f32": (1, lambda a: np.float32(1) / a),

@@ -139,7 +139,8 @@ def _bf16_mfma(layout, d_regs):
         b = _bf16_values(wave.read_block(ins.ops[2], ins))
         am = _scatter(layout.a_m, layout.a_k, a, (layout.m, layout.k))
         bm = _scatter(layout.b_n, layout.b_k, b, (layout.n, layout.k)).T
-        _write_result(wave, ins, layout, am @ bm + _accumulator(wave, ins, ins.ops[3], layout))
+        with np.errstate(invalid="ignore"):  # 0 x inf is NaN, as IEEE arithmetic has it: no warning
+            _write_result(wave, ins, layout, am @ bm + _accumulator(wave, ins, ins.ops[3], layout))
     return run
 
 

@@ -119,6 +119,27 @@ def test_denormals_follow_the_descriptor_mode(tmp_path, denorm_mode):
     np.testing.assert_array_equal(out, expect)
 
 
+def test_float_max_and_nan(tmp_path, rng):
+    """Our reading of the ISA: v_max_f32 and v_max3_f32 (IEEE mode) return the other operand for a NaN;
+    v_maximum3_f32 (IEEE 754-2019 maximum, the forward kernels' row max) returns NaN."""
+    x = rng.standard_normal(64).astype(np.float32)
+    x[rng.choice(64, 16, replace=False)] = np.nan
+    y = rng.standard_normal(64).astype(np.float32)
+    body = """
+  global_load_dword v2, v1, s[6:7]
+  global_load_dword v3, v1, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_max_f32 v10, v2, v3
+  v_max3_f32 v11, v3, v2, -1.0
+  v_maximum3_f32 v12, v3, v2, -1.0
+"""
+    out, _ = run(tmp_path, body + store_rows(["v10", "v11", "v12"]), np.zeros((3, 64), np.float32), (x, y))
+    np.testing.assert_array_equal(out[0], np.fmax(x, y))
+    np.testing.assert_array_equal(out[1], np.fmax(np.fmax(y, x), np.float32(-1)))
+    np.testing.assert_array_equal(out[2], np.maximum(np.maximum(y, x), np.float32(-1)))
+    assert np.isnan(out[2]).sum() == 16 and not np.isnan(out[:2]).any()
+
+
 def test_packed_f32_op_sel(tmp_path, rng):
     """v_pk_mul/add/fma_f32 on register pairs: op_sel_hi:[1,0] gives both halves the low half of source 1 (the
     broadcast compilers emit), op_sel picks the high half for the low result."""
