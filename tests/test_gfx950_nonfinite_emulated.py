@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import markers
+import nonfinite_rule
 from flashprefill import reference
 from test_gfx950_kernel_emulated import QUERIES_PER_WORKGROUP, _run
 
@@ -66,26 +67,6 @@ def _reference(name, inputs, causal):
                                          return_lse=True)
 
 
-def _seeing(j, causal):
-    """Queries that see key j."""
-    _, seqlen_q, seqlen_k, _, _ = SHAPE
-    queries = np.arange(seqlen_q)
-    return j <= queries + seqlen_k - seqlen_q if causal else np.ones(seqlen_q, dtype=bool)
-
-
-def _reads(tensor, where, causal):
-    """Rows (batch, query, head) that read the planted element, by the mask alone."""
-    batch, seqlen_q, _, heads_q, heads_kv = SHAPE
-    rows = np.zeros((batch, seqlen_q, heads_q), dtype=bool)
-    b, j, h = where[:3]
-    if tensor == "q":
-        rows[b, j, h] = True
-        return rows
-    group = heads_q // heads_kv
-    rows[b][np.ix_(_seeing(j, causal), np.arange(h * group, (h + 1) * group))] = True
-    return rows
-
-
 def _workgroup_loads(name, where, causal):
     """Rows whose workgroup's KV range (whole tiles, up to the workgroup's last query's limit: fwd_frame.inc) holds
     key where[1]: v's column may turn non-finite there."""
@@ -99,11 +80,6 @@ def _workgroup_loads(name, where, causal):
     group = heads_q // heads_kv
     rows[b][np.ix_(j < keys_end, np.arange(h * group, (h + 1) * group))] = True
     return rows
-
-
-def _where(report, mask):
-    points = np.argwhere(mask)
-    return f"{len(points)} {report}" + (f", first at {points[0].tolist()}" if len(points) else "")
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
@@ -121,28 +97,7 @@ def test_non_finite_input_reaches_what_reads_it(rng_seed, name, tensor, causal):
     out, lse = _run_kernel(name, bad, causal, seed)
     clean_out, clean_lse = _run_kernel(name, clean, causal, seed)
     ref_out, ref_lse = _reference(name, bad, causal)
-    reach_out, reach_lse = np.isnan(ref_out), ~np.isfinite(ref_lse)  # lse -inf: every score -inf
-    reads = _reads(tensor, where, causal)
-    assert np.isfinite(clean_out).all() and np.isfinite(clean_lse).all(), f"seed {seed}: the clean run"
-    non_finite, non_finite_lse = ~np.isfinite(out), ~np.isfinite(lse)
-    allowed = reach_out.copy()
-    if tensor == "v":  # column d of the rows whose workgroup loaded key j
-        allowed[..., where[3]] |= _workgroup_loads(name, where, causal)
-    assert not (non_finite & ~allowed).any(), \
-        f"seed {seed}: " + _where("non-finite outputs outside the reach", non_finite & ~allowed)
-    assert not (reach_out & ~non_finite).any(), \
-        f"seed {seed}: " + _where("finite outputs within the reach", reach_out & ~non_finite)
-    assert np.array_equal(non_finite_lse, reach_lse), \
-        f"seed {seed}: " + _where("lse elements off the rule", non_finite_lse != reach_lse)
-    assert np.array_equal(lse[reach_lse] == -np.inf, ref_lse[reach_lse] == -np.inf), f"seed {seed}: lse -inf or NaN"
-    untouched = ~reads[..., None] & ~allowed
-    differ = untouched & (out.view(np.uint64) != clean_out.view(np.uint64))
-    assert not differ.any(), f"seed {seed}: " + _where("outputs that do not read it differ from the clean run's", differ)
-    untouched_lse = ~reads.transpose(0, 2, 1) & ~reach_lse
-    assert np.array_equal(lse[untouched_lse].view(np.uint32), clean_lse[untouched_lse].view(np.uint32)), \
-        f"seed {seed}: lse that does not read it differs from the clean run's"
-    finite_readers = reads[..., None] & ~allowed  # rows that read it and stay finite: a score of -inf drops the key
-    if finite_readers.any():
-        error = reference.relative_l2(out[finite_readers], ref_out[finite_readers])
-        bound = 1e-2 if family == "bf16" else 6e-2  # about 3x the kernels' own error on N(0, 1) inputs
-        assert error < bound, f"seed {seed}: rows that read it and stay finite are off the reference by {error:.3e}"
+    reads = nonfinite_rule.reading_rows(SHAPE, tensor, where, causal)
+    v_tile_rows = _workgroup_loads(name, where, causal) if tensor == "v" else None
+    nonfinite_rule.check(seed, family, tensor, where, reads, v_tile_rows, (out, lse), (clean_out, clean_lse),
+                         (ref_out, ref_lse))

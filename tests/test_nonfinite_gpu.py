@@ -3,8 +3,9 @@ arithmetic): a non-finite element turns what reads it non-finite and nothing rea
 q's row i: out row i and lse i; k's row j: every row that sees key j (the causal mask decides), out and lse, where
 ±inf reaches a row through its score (+inf or NaN: the row is NaN; -inf: the key's probability is 0); v[j, d]:
 column d of those rows, out only, and possibly column d of rows of the same 128-row query tile that do not see key j
-but whose last KV tile holds it (their probability 0 times inf or NaN). Every element that does not read it is the kernel's output on the same
-inputs with that element zeroed, bit for bit; a row that reads it and stays finite matches the float64 reference.
+but whose last KV tile holds it (their probability 0 times inf or NaN). Every element that does not read it is the
+kernel's output on the same inputs with that element zeroed, bit for bit; a row that reads it and stays finite
+matches the float64 reference (nonfinite_rule.py holds the check).
 
 Every kernel family: bf16; fp8 with the default scores (float16: q's codes within their bound, as quantize_qkv gives
 them), with scores="fp32", and with probabilities="fp16"; dims 128 and 192/128; causal or not. bf16 takes NaN, inf
@@ -18,6 +19,7 @@ import pytest
 import flashprefill as fp
 import gpu_arrays as ga
 import markers
+import nonfinite_rule
 import shapes
 from flashprefill import fp8, policy, prepare, reference
 
@@ -91,21 +93,6 @@ def _reference(inputs, causal):
     return reference.attention_reference(values["q"], values["k"], values["v"], causal=causal, return_lse=True)
 
 
-def _reads(tensor, where, causal):
-    """Rows (batch, query, head) that read the planted element, by the mask alone."""
-    batch, seqlen_q, seqlen_k, heads_q, heads_kv = SHAPE
-    rows = np.zeros((batch, seqlen_q, heads_q), dtype=bool)
-    b, j, h = where[:3]
-    if tensor == "q":
-        rows[b, j, h] = True
-        return rows
-    queries = np.arange(seqlen_q)
-    seeing = j <= queries + seqlen_k - seqlen_q if causal else np.ones(seqlen_q, dtype=bool)
-    group = heads_q // heads_kv
-    rows[b][np.ix_(seeing, np.arange(h * group, (h + 1) * group))] = True
-    return rows
-
-
 KV_TILE_KEYS_MAX = 192  # the kernels' largest KV tile
 
 
@@ -124,11 +111,6 @@ def _tile_loads(where, causal):
     return rows
 
 
-def _where(report, mask):
-    points = np.argwhere(mask)
-    return f"{len(points)} {report}" + (f", first at {points[0].tolist()}" if len(points) else "")
-
-
 @shapes.over_attention_dims
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("tensor", ["q", "k", "v"])
@@ -144,32 +126,10 @@ def test_non_finite_input_reaches_what_reads_it(rng_seed, family, value, tensor,
     out, lse = _run(bad, causal, options)
     clean_out, clean_lse = _run(clean, causal, options)
     ref_out, ref_lse = _reference(bad, causal)
-    reach_out, reach_lse = np.isnan(ref_out), ~np.isfinite(ref_lse)  # lse -inf: every score -inf
-    reads = _reads(tensor, where, causal)
-    assert np.isfinite(clean_out).all() and np.isfinite(clean_lse).all(), f"seed {seed}: the clean run"
-    assert reads.any(), "some row reads the planted element"
-    non_finite, non_finite_lse = ~np.isfinite(out), ~np.isfinite(lse)
-    allowed = reach_out.copy()
-    if tensor == "v":  # column d of the rows whose tile loaded key j
-        allowed[..., where[3]] |= _tile_loads(where, causal)
-    assert not (non_finite & ~allowed).any(), \
-        f"seed {seed}: " + _where("non-finite outputs outside the reach", non_finite & ~allowed)
-    assert not (reach_out & ~non_finite).any(), \
-        f"seed {seed}: " + _where("finite outputs within the reach", reach_out & ~non_finite)
-    assert np.array_equal(non_finite_lse, reach_lse), \
-        f"seed {seed}: " + _where("lse elements off the rule", non_finite_lse != reach_lse)
-    untouched = ~reads[..., None] & ~allowed
-    differ = untouched & (out.view(np.uint32) != clean_out.view(np.uint32))
-    assert not differ.any(), f"seed {seed}: " + _where("outputs that do not read it differ from the clean run's", differ)
-    untouched_lse = ~reads.transpose(0, 2, 1) & ~reach_lse
-    assert np.array_equal(lse[untouched_lse].view(np.uint32), clean_lse[untouched_lse].view(np.uint32)), \
-        f"seed {seed}: lse that does not read it differs from the clean run's"
-    finite_readers = reads[..., None] & ~allowed  # rows that read it and stay finite: a score of -inf drops the key
-    if finite_readers.any():
-        error = reference.relative_l2(out[finite_readers], ref_out[finite_readers])
-        bound = 1e-2 if family == "bf16" else 6e-2  # about 3x the kernels' own error on N(0, 1) inputs
-        assert error < bound, \
-            f"seed {seed}: rows that drop the key are off the reference by {error:.3e}"
+    reads = nonfinite_rule.reading_rows(SHAPE, tensor, where, causal)
+    v_tile_rows = _tile_loads(where, causal) if tensor == "v" else None
+    nonfinite_rule.check(seed, family, tensor, where, reads, v_tile_rows, (out, lse), (clean_out, clean_lse),
+                         (ref_out, ref_lse))
 
 
 FP8_FAMILIES = [family for family in FAMILIES if family != "bf16"]
@@ -203,4 +163,4 @@ def test_fp8_inf_saturates_in_the_quantizer(rng_seed, family, tensor, sign, dims
         f"seed {seed}: the inf's code"
     out, lse = _run(inputs, True, FAMILIES[family])
     assert np.isfinite(out).all() and np.isfinite(lse).all(), \
-        f"seed {seed}: " + _where("non-finite outputs", ~np.isfinite(out))
+        f"seed {seed}: " + nonfinite_rule.where_report("non-finite outputs", ~np.isfinite(out))
