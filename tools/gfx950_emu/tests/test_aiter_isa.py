@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import markers
-from tiny_kernels import EmulatorError, _d16, _images, _mfma_kernel, _run_mfma, run, store_rows
+from tiny_kernels import LOAD_V2_V3, EmulatorError, _d16, _images, _mfma_kernel, _run_mfma, run, store_rows
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 
@@ -79,10 +79,7 @@ def test_buffer_load_dwordx4_to_lds(tmp_path, rng):
 def test_dpp_mov_and_mul(tmp_path, rng):
     x = rng.standard_normal(64).astype(np.float32)
     y = rng.standard_normal(64).astype(np.float32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_mov_b32 v10, 0
   v_mov_b32_dpp v10, v2 quad_perm:[2,3,0,1] row_mask:0xf bank_mask:0xf
   v_mov_b32 v11, 0

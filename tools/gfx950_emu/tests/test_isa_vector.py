@@ -5,17 +5,14 @@ import numpy as np
 import pytest
 
 import markers
-from tiny_kernels import EmulatorError, run, store_rows
+from tiny_kernels import LOAD_V2_V3, EmulatorError, run, store_rows
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 
 
 def test_vector_int(tmp_path, rng):
     a, b = rng.integers(0, 2**32, (2, 64), dtype=np.uint64).astype(np.uint32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_add_u32 v10, v2, v3
   v_sub_u32 v11, v2, v3
   v_mul_lo_u32 v12, v2, v3
@@ -45,10 +42,7 @@ def test_vector_int(tmp_path, rng):
 
 def test_carry_chain_and_mad_u64(tmp_path, rng):
     a, b = rng.integers(0, 2**32, (2, 64), dtype=np.uint64).astype(np.uint32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_add_co_u32 v10, vcc, v2, v3          // 64-bit (a | a<<32) + (b | 0)
   v_addc_co_u32 v11, vcc, v2, 0, vcc
   v_mov_b32 v4, 7
@@ -125,10 +119,7 @@ def test_float_max_and_nan(tmp_path, rng):
     x = rng.standard_normal(64).astype(np.float32)
     x[rng.choice(64, 16, replace=False)] = np.nan
     y = rng.standard_normal(64).astype(np.float32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_max_f32 v10, v2, v3
   v_max3_f32 v11, v3, v2, -1.0
   v_maximum3_f32 v12, v3, v2, -1.0
@@ -145,10 +136,7 @@ def test_packed_f32_op_sel(tmp_path, rng):
     broadcast compilers emit), op_sel picks the high half for the low result."""
     x = rng.standard_normal(64).astype(np.float32)
     y = rng.standard_normal(64).astype(np.float32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_mov_b32 v4, 0x3e000000
   v_mov_b32 v5, 0x7fc00000
   v_pk_mul_f32 v[10:11], v[2:3], v[4:5] op_sel_hi:[1,0]
@@ -170,10 +158,7 @@ def test_cvt_pk_f16_clamp_keeps_subnormals(tmp_path, rng):
     codes = np.arange(64, dtype=np.float32) * 2 - 3  # -3 .. 123 code steps of 2^-24
     x = (codes + 0.5) * np.float32(2.0**-24)  # ties: round to even
     y = np.array([-1.0, np.nan, 2.0, 0.25] * 16, np.float32)
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_cvt_pk_f16_f32 v10, v2, v3 clamp
   v_cvt_pk_f16_f32 v11, v2, v2
 """ + store_rows(["v10", "v11"])
@@ -191,10 +176,7 @@ def test_cvt_pk_bf16_rounds_to_nearest_even(tmp_path, rng):
     ties = np.array([0x3F808000, 0x3F818000, 0x3F80C000, 0xBF808001], np.uint32)  # halfway cases
     x[:4] = ties.view(np.float32)
     y[:2] = [np.inf, -0.0]
-    body = """
-  global_load_dword v2, v1, s[6:7]
-  global_load_dword v3, v1, s[8:9]
-  s_waitcnt vmcnt(0)
+    body = LOAD_V2_V3 + """
   v_cvt_pk_bf16_f32 v10, v2, v3
 """ + store_rows(["v10"])
     out, _ = run(tmp_path, body, np.zeros((1, 64), np.uint32), (x, y))

@@ -65,6 +65,14 @@ def run(tmp_path, body, out, args=(), waves=1, **build_kw):
     return mem.read(addrs[0], out.dtype, out.shape), stats
 
 
+# Asm loading each lane's dword of arg1 into v2 and of arg2 into v3 (v1: the lane's byte offset), then waiting.
+LOAD_V2_V3 = """
+  global_load_dword v2, v1, s[6:7]
+  global_load_dword v3, v1, s[8:9]
+  s_waitcnt vmcnt(0)
+"""
+
+
 def store_rows(regs):
     """Asm storing each VGPR in `regs` as row i (64 dwords) of arg0 (v9: scratch)."""
     return "\n".join(f"  v_add_u32 v9, {256 * i}, v1\n  global_store_dword v9, {r}, s[4:5]"
