@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define FLASHPREFILL_VERSION_MAJOR 0
-#define FLASHPREFILL_VERSION_MINOR 9
+#define FLASHPREFILL_VERSION_MINOR 10
 #define FLASHPREFILL_VERSION_PATCH 0
 
 typedef enum flashprefill_status {
@@ -143,6 +143,45 @@ typedef struct flashprefill_params {
     flashprefill_probabilities probabilities;             /* DEFAULT (0) unless asked for */
     flashprefill_scores scores;                           /* DEFAULT (0) unless asked for */
     flashprefill_v_layout v_layout;                       /* DEFAULT (0) unless v was prepared */
+
+    /* From 0.10.0: variable-length batches and paged KV caches (FlashAttention's varlen forms). With cu_seqlens_q
+       NULL (as _init() leaves it) the batch is the equal-length one above and the fields below are unused.
+
+       Varlen: the batch's sequences lie one after another along one token dimension. q and out are
+       (total_q, heads_q, dim), k and v (total_k, heads_kv, dim), addressed by the *_stride_seq, *_stride_head and
+       *_stride_dim strides (*_stride_batch unused: 0); lse is (heads_q, total_q) contiguous. Sequence b's queries
+       are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 and its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b] +
+       seqlen_k(b) - 1, where seqlen_k(b) is seqused_k[b] if seqused_k is given, else cu_seqlens_k[b + 1] -
+       cu_seqlens_k[b]. `batch` counts the sequences; seqlen_q and seqlen_k are the largest lengths (FlashAttention's
+       max_seqlen_q / max_seqlen_k). Lengths may be 0. With `causal` the mask is aligned bottom-right per sequence;
+       a sequence may have more queries than keys: a query that sees no key gets out 0 and lse -inf.
+       fp8 descales index sequences as batches: PER_HEAD (batch, heads_kv); PER_BLOCK (batch, heads,
+       ceil(seqlen / block_tokens)) with seqlen the largest length, each sequence's blocks counted from its first
+       token (a block never spans two sequences).
+
+       Paged KV (block_table not NULL; varlen q, seqused_k given, cu_seqlens_k NULL): k and v are caches of
+       (num_pages, page_size, heads_kv, dim), *_stride_batch the stride between pages. Key j of sequence b lies in
+       page block_table[b * block_table_stride + j / page_size], row j % page_size; entries past the sequence's
+       last page are not read. fp8 PER_BLOCK descales of k and v take block_tokens == page_size and exponents
+       (num_pages, heads_kv): one per page and kv head, as flashprefill_quantize_paged writes them.
+
+       The device arrays are read by the kernels, so their values cannot be checked before the call returns: a
+       check kernel on the stream does (cu_seqlens non-decreasing, within total_q / total_k, lengths within
+       seqlen_q / seqlen_k, seqused_k within its sequence's rows or pages, block_table entries within num_pages)
+       and, on a violation, writes NaN to every element of out and lse and the reason to the workspace
+       (flashprefill_workspace_error reads it back). */
+    const int32_t *cu_seqlens_q;   /* device, batch + 1 int32 (4-byte aligned); NULL: not varlen */
+    const int32_t *cu_seqlens_k;   /* device, batch + 1 int32; NULL with a paged cache */
+    const int32_t *seqused_k;      /* device, batch int32; optional with varlen k, required with a paged cache */
+    int32_t total_q;               /* rows of q and out */
+    int32_t total_k;               /* rows of k and v (varlen; 0 with a paged cache) */
+    const int32_t *block_table;    /* device, (batch, block_table_stride) int32 page ids; NULL: k, v not paged */
+    int32_t block_table_stride;    /* entries per sequence, at least ceil(seqlen_k / page_size) */
+    int32_t page_size;             /* tokens per page: a multiple of 16 */
+    int32_t num_pages;             /* pages in k's and v's caches */
+    void *workspace;               /* device, 16-byte aligned, flashprefill_workspace_bytes() of them: the work
+                                      list the check kernel writes; one call at a time on it */
+    int64_t workspace_bytes;
 } flashprefill_params;
 
 /* flashprefill_quantize: float q, k or v to e4m3 codes with one power-of-two descale per block of tokens
@@ -288,6 +327,16 @@ static inline flashprefill_query_result flashprefill_query_result_init(void)
 /* Fills *result (made with flashprefill_query_result_init()) for the kernel the options select:
    FLASHPREFILL_SUCCESS, or INVALID_ARGUMENT / NOT_SUPPORTED as flashprefill_supports, *result untouched. */
 flashprefill_status flashprefill_query(const flashprefill_query_params *p, flashprefill_query_result *result);
+
+/* The workspace a varlen or paged call needs (flashprefill_params.workspace), in bytes, from p's shapes alone
+   (batch, total_q, seqlen_q, seqlen_k): 0 where p is not varlen. Validates p as flashprefill_supports does. */
+flashprefill_status flashprefill_workspace_bytes(const flashprefill_params *p, int64_t *bytes);
+
+/* After a varlen or paged call has run (synchronize its stream first): 0 where the check kernel found the device
+   arrays valid, else a nonzero code whose reason is written into `message` (at most message_bytes, NUL-ended).
+   Reads 16 bytes of the workspace back to the host (synchronously). */
+flashprefill_status flashprefill_workspace_error(const void *workspace, int32_t *error, char *message,
+                                                 int32_t message_bytes);
 
 /* Enqueues the attention on `stream` (a cudaStream_t; NULL is the legacy default stream) and returns
    without waiting. Checks p as flashprefill_supports does, then the device (present, Hopper sm_90, the
