@@ -67,6 +67,10 @@ flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params
    device check. Returns SUCCESS or DEVICE with the last error set. */
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
 
+/* The same two for flashprefill_quantize_paged. */
+flashprefill_status fp_backend_check_quantize_paged(const flashprefill_quantize_paged_params *p);
+flashprefill_status fp_backend_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream);
+
 /* The same two for flashprefill_prepare_v. */
 flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p);
 flashprefill_status fp_backend_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
