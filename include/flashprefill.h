@@ -232,7 +232,8 @@ typedef struct flashprefill_quantize_params {
        outside every sequence are left as they are. A sequence whose bounds are not valid (cu_seqlens[b] < 0,
        cu_seqlens[b + 1] < cu_seqlens[b], cu_seqlens[b + 1] > total, a length past max_seqlen; checked on the device)
        is not quantized: its rows are left as they are and every one of its exponent slots is set to -128, which no
-       valid block takes. codes_layout DEFAULT only. */
+       valid block takes (rows that two sequences share, possible only where cu_seqlens decreases, get either's codes).
+       codes_layout DEFAULT only. */
     const int32_t *cu_seqlens; /* device, batch + 1 int32 (4-byte aligned); NULL: not varlen */
     int32_t total;             /* rows of x and codes */
     int32_t max_seqlen;        /* the largest length (FlashAttention's max_seqlen) */

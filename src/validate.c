@@ -48,6 +48,9 @@ typedef struct tensor_view {
 } tensor_view;
 
 static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_head", "stride_dim"};
+/* flashprefill_quantize_paged_params': its tokens and its cache's pages and rows. */
+static const char *const token_axis_name[4] = {"stride_batch", "stride_token", "stride_head", "stride_dim"};
+static const char *const page_axis_name[4] = {"stride_page", "stride_row", "stride_head", "stride_dim"};
 
 /* Bytes from t->data to one past its last element; call after check_tensor accepted t. */
 static int64_t tensor_span_bytes(const tensor_view *t)
@@ -64,7 +67,8 @@ static int spans_overlap(const void *a, int64_t a_bytes, const void *b, int64_t 
     return (uintptr_t)a < (uintptr_t)b + (uint64_t)b_bytes && (uintptr_t)b < (uintptr_t)a + (uint64_t)a_bytes;
 }
 
-static flashprefill_status check_tensor(const tensor_view *t)
+/* check_tensor with the strides named as the params name them (axis_names[axis], e.g. "stride_row"). */
+static flashprefill_status check_tensor_named(const tensor_view *t, const char *const axis_names[4])
 {
     if (t->data == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", t->name);
@@ -73,7 +77,7 @@ static flashprefill_status check_tensor(const tensor_view *t)
                        FP_TENSOR_ALIGN_BYTES);
     if (t->stride[t->contiguous] != 1)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be 1 (%s), got %lld", t->name,
-                       axis_name[t->contiguous],
+                       axis_names[t->contiguous],
                        t->contiguous == 3 ? "the last dim contiguous"
                                           : "the PREPARED layout: each row of keys contiguous",
                        (long long)t->stride[t->contiguous]);
@@ -84,19 +88,19 @@ static flashprefill_status check_tensor(const tensor_view *t)
         const int64_t stride = t->stride[axis];
         if (stride < 0)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be >= 0, got %lld", t->name,
-                           axis_name[axis], (long long)stride);
+                           axis_names[axis], (long long)stride);
         if (t->extent[axis] == 1)
             continue; /* a stride of an axis of extent 1 is never used */
         if ((stride * t->elem_bytes) % FP_TENSOR_ALIGN_BYTES != 0)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s_%s = %lld elements of %d bytes is not a multiple of %d bytes", t->name,
-                           axis_name[axis], (long long)stride, t->elem_bytes, FP_TENSOR_ALIGN_BYTES);
+                           axis_names[axis], (long long)stride, t->elem_bytes, FP_TENSOR_ALIGN_BYTES);
         int64_t span;
         if (__builtin_mul_overflow(stride, t->extent[axis] - 1, &span) ||
             __builtin_add_overflow(last_elem, span, &last_elem))
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s is too large: %s_%s = %lld times %lld overflows a 64-bit offset", t->name,
-                           t->name, axis_name[axis], (long long)stride, (long long)(t->extent[axis] - 1));
+                           t->name, axis_names[axis], (long long)stride, (long long)(t->extent[axis] - 1));
     }
     int64_t end_bytes;
     if (__builtin_add_overflow(last_elem, t->extent[t->contiguous], &last_elem) ||
@@ -124,11 +128,16 @@ static flashprefill_status check_tensor(const tensor_view *t)
         if (t->stride[axis] < covered)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s overlaps itself: %s_%s = %lld is smaller than the %lld elements spanned by the "
-                           "axes inside it", t->name, t->name, axis_name[axis], (long long)t->stride[axis],
+                           "axes inside it", t->name, t->name, axis_names[axis], (long long)t->stride[axis],
                            (long long)covered);
         covered = t->stride[axis] * (t->extent[axis] - 1) + covered;
     }
     return FLASHPREFILL_SUCCESS;
+}
+
+static flashprefill_status check_tensor(const tensor_view *t)
+{
+    return check_tensor_named(t, axis_name);
 }
 
 static flashprefill_status check_descale(const char *name, const flashprefill_descale *d,
@@ -423,7 +432,7 @@ flashprefill_status fp_validate_quantize_paged(const flashprefill_quantize_paged
     const tensor_view codes = {"codes", p->codes, {p->num_pages, p->page_size, p->heads_kv, p->dim},
                                {p->codes_stride_page, p->codes_stride_row, p->codes_stride_head, p->codes_stride_dim},
                                1, 1, 3};
-    if ((s = check_tensor(&x)) || (s = check_tensor(&codes)))
+    if ((s = check_tensor_named(&x, token_axis_name)) || (s = check_tensor_named(&codes, page_axis_name)))
         return s;
     if (p->slot_mapping == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "slot_mapping is NULL");
