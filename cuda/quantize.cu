@@ -70,8 +70,8 @@ __device__ __forceinline__ int8_t *exponents_of_head(const QuantizeArgs &a)
     return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks;
 }
 
-// The same into a row whose 16-byte chunk c lies at chunk (c + rotation) % (kDim / 16) (the prepared encoder's rows
-// in shared memory; a lane's part is at most one chunk).
+// store_parts (quantize_rows.cuh) into a row whose 16-byte chunk c lies at chunk (c + rotation) % (kDim / 16) (the
+// prepared encoder's rows in shared memory; a lane's part is at most one chunk).
 template <int kDim, int kFirstSlot>
 __device__ __forceinline__ void store_parts_rotated(uint8_t *row, int row_lane, const uint8_t *codes, int rotation)
 {
@@ -85,7 +85,6 @@ __device__ __forceinline__ void store_parts_rotated(uint8_t *row, int row_lane, 
     }
 }
 
-
 // This CTA's block: tokens first_token .. end_token - 1 of its sequence (none past the sequence's end).
 __device__ __forceinline__ int first_token(const QuantizeArgs &a) { return blockIdx.x * a.block_tokens; }
 __device__ __forceinline__ int end_token(const QuantizeArgs &a, Sequence s)
@@ -93,10 +92,9 @@ __device__ __forceinline__ int end_token(const QuantizeArgs &a, Sequence s)
     return min(s.seqlen, (static_cast<int>(blockIdx.x) + 1) * a.block_tokens);
 }
 
-
-// The rows of this CTA's block of sequence s, kRowsPerWarp a warp at a time: f(transform, set, token, valid, y) for each row of
-// this lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the block's
-// end (their y are not rows of x). Set s is the block's tokens [first + s kRowsPerSet, + kRowsPerSet), warp w's
+// The rows of this CTA's block of sequence s, kRowsPerWarp a warp at a time: f(transform, set, token, valid, y) for
+// each row of this lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the
+// block's end (their y are not rows of x). Set s is the block's tokens [first + s kRowsPerSet, + kRowsPerSet), warp w's
 // kRowsPerWarp of them from w kRowsPerWarp on. The sets a warp takes, and so its shuffles, are warp-uniform; with
 // kCtaUniformSets every warp takes every set that holds a token of the block (so that f may synchronise the CTA),
 // else only the sets that hold one of its own rows. Where a lane's row is at most 32 bytes, the next set's loads are

@@ -203,7 +203,8 @@ struct RawRow {
 // slot holds either. Rounding is monotonic, so the largest normalized element is the largest one before
 // normalization, normalized: one multiply a part, not an element.
 template <int kDim>
-__device__ __forceinline__ float row_amax(const RowTransform<kDim> &transform, const float (&y)[RowLayout<kDim>::kSlots])
+__device__ __forceinline__ float row_amax(const RowTransform<kDim> &transform,
+                                          const float (&y)[RowLayout<kDim>::kSlots])
 {
     using L = RowLayout<kDim>;
     float amax = 0.0f, part_amax = 0.0f;

@@ -109,8 +109,8 @@ def test_equal_lengths_packed_are_the_equal_length_quantizer(rng, mode, block):
 
 
 def test_sequences_are_quantized_alone(rng):
-    """Lengths 0, 1, a block and a bit, rows before and after the sequences: each sequence's codes and exponents are those
-    of it alone (its blocks from its own first token, its span floor and zero blocks its own); rows outside every
+    """Lengths 0, 1, a block and a bit, rows before and after the sequences: each sequence's codes and exponents are
+    those of it alone (its blocks from its own first token, its span floor and zero blocks its own); rows outside every
     sequence and slots past a sequence's blocks keep what they held."""
     heads, dim, block, max_seqlen = 2, 32, 16, 40
     cu_seqlens = np.array([2, 2, 3, 20, 22, 62])  # lengths 0, 1, 17, 2 and 40; rows 0, 1 before them
