@@ -58,8 +58,8 @@ __device__ __forceinline__ int run_end(const PagedArgs &a, int first, int page)
     __shared__ int first_other[kWarps];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int base = first + 1; base < a.tokens; base += kThreads) {
-        const int t = base + threadIdx.x;
-        const unsigned other = __ballot_sync(kFullWarp, t < a.tokens && page_of(a, t) != page);
+        const bool inside = threadIdx.x < static_cast<unsigned>(a.tokens - base);  // base + threadIdx.x < tokens
+        const unsigned other = __ballot_sync(kFullWarp, inside && page_of(a, base + threadIdx.x) != page);
         if (lane == 0)
             first_other[warp] = other != 0 ? base + 32 * warp + __ffs(other) - 1 : INT_MAX;
         __syncthreads();
