@@ -1,15 +1,15 @@
 // flashprefill_quantize_paged on Hopper (include/flashprefill.h): new token rows of k or v, optionally rotated, into an
-// e4m3 paged cache with one power-of-two exponent per (page, kv head). One launch, grid (tokens, heads_kv): the CTA of
-// the first token of each run (the consecutive tokens of one page) is the only writer of that (page, head):
+// e4m3 paged cache with one power-of-two exponent per (page, kv head). One launch, a warp per (token, head): the warp
+// of the first token of each run (the consecutive tokens of one page) is the only writer of that (page, head):
 //   1. the run's end, 2. the exponent its rows need, 3. the page's new exponent (exponents read and written once),
 //   4. where it grew, the page's codes re-encoded in place, 5. the run's rows encoded at it.
-// Every other CTA returns at once. The transform is quantize.cu's (quantize_rows.cuh), so codes are bit-identical to
-// flashprefill.paged.quantize_paged_model.
+// Every other warp returns at once. A warp, not a CTA, per run: a decode step's runs are one token each, and a
+// prompt's runs are a page each, a few passes of a warp's rows; no barrier but the warp's. The transform is
+// quantize.cu's (quantize_rows.cuh), so codes are bit-identical to flashprefill.paged.quantize_paged_model.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "backend.h"
@@ -22,7 +22,7 @@ namespace {
 
 using namespace quantize_rows;
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 8;  // tokens a CTA
 constexpr int kThreads = 32 * kWarps;
 constexpr int kPageEmpty = FLASHPREFILL_PAGE_EMPTY;
 static_assert(kPageEmpty == kZeroBlock, "an empty page needs no exponent, as a block of zeros");
@@ -51,42 +51,31 @@ __device__ __forceinline__ int page_of(const PagedArgs &a, int t)
     return slot >= 0 && slot / a.page_size < a.num_pages ? slot / a.page_size : -1;
 }
 
-// The first token after `first` that is not of `page` (a.tokens if none), found kThreads tokens at a time. Every
-// thread of the CTA calls it and gets the same answer.
-__device__ __forceinline__ int run_end(const PagedArgs &a, int first, int page)
+// The first token after `first` that is not of `page` (a.tokens if none), 32 tokens at a time; every lane of the
+// warp gets the same answer.
+__device__ __forceinline__ int run_end(const PagedArgs &a, int first, int page, int lane)
 {
-    __shared__ int first_other[kWarps];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int base = first + 1; base < a.tokens; base += kThreads) {
-        const bool inside = threadIdx.x < static_cast<unsigned>(a.tokens - base);  // base + threadIdx.x < tokens
-        const unsigned other = __ballot_sync(kFullWarp, inside && page_of(a, base + threadIdx.x) != page);
-        if (lane == 0)
-            first_other[warp] = other != 0 ? base + 32 * warp + __ffs(other) - 1 : INT_MAX;
-        __syncthreads();
-        int end = INT_MAX;
-        for (int w = 0; w < kWarps; ++w)
-            end = min(end, first_other[w]);
-        __syncthreads();  // first_other is written again by the next round
-        if (end != INT_MAX)
-            return end;
+    for (int base = first + 1; base < a.tokens; base += 32) {
+        const bool inside = lane < a.tokens - base;  // base + lane < tokens, without overflow
+        const unsigned other = __ballot_sync(kFullWarp, inside && page_of(a, base + lane) != page);
+        if (other != 0)
+            return base + __ffs(other) - 1;
     }
     return a.tokens;
 }
 
-// f(transform, token, y) for each token row of the run [first, end) of head `head`, kRowsPerWarp rows a warp at a
-// time, y its slots after transform.apply (f multiplies by part_norm). Every lane of a warp takes part in every
-// round its warp takes (the butterflies shuffle); rows past the run are not passed to f.
+// f(transform, token, y) for each token row of the run [first, end) of head `head`, kRowsPerWarp rows at a time, y
+// its slots after transform.apply (f multiplies by part_norm). Every lane takes part in every round (the
+// butterflies shuffle); rows past the run are not passed to f.
 template <int kDim, class T, class F>
-__device__ __forceinline__ void for_each_run_row(const PagedArgs &a, int first, int end, int head, F f)
+__device__ __forceinline__ void for_each_run_row(const PagedArgs &a, int first, int end, int head, int lane, F f)
 {
     using L = RowLayout<kDim>;
-    constexpr int kRowsPerSet = kWarps * L::kRowsPerWarp;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int row_lane = lane % L::kLanes;
     const RowTransform<kDim> transform(a.signs, nullptr, row_lane);
     const T *x = static_cast<const T *>(a.x) + head * a.x_stride_head;
-    for (int warp_first = first + warp * L::kRowsPerWarp; warp_first < end; warp_first += kRowsPerSet) {
-        const int token = warp_first + lane / L::kLanes;
+    for (int round_first = first; round_first < end; round_first += L::kRowsPerWarp) {
+        const int token = round_first + lane / L::kLanes;
         RawRow<kDim, T> raw{};
         if (token < end)
             raw.load(x + token * a.x_stride_token, row_lane);
@@ -99,17 +88,18 @@ __device__ __forceinline__ void for_each_run_row(const PagedArgs &a, int first, 
 }
 
 // The page's codes of one head, every row, from exponent `from` to the larger `to`: code' = e4m3(decode(code) *
-// 2^(from - to)), round to nearest even (exact but where the result is subnormal), 16 codes a thread at a time.
+// 2^(from - to)), round to nearest even (exact but where the result is subnormal), 16 codes a lane at a time.
 template <int kDim>
-__device__ __forceinline__ void reencode_page(uint8_t *page_head, int64_t stride_row, int page_size, int from, int to)
+__device__ __forceinline__ void reencode_page(uint8_t *page_head, int64_t stride_row, int page_size, int from, int to,
+                                              int lane)
 {
     constexpr int kChunks = kDim / 16;
     const float scale = ldexpf(1.0f, -min(to - from, kMaxShift));
-    for (int c = threadIdx.x; c < page_size * kChunks; c += kThreads) {
+    for (int c = lane; c < page_size * kChunks; c += 32) {
         uint4 *chunk = reinterpret_cast<uint4 *>(page_head + c / kChunks * stride_row + c % kChunks * 16);
-        uint32_t words[4];
         const uint4 old = *chunk;
         const uint32_t old_words[4] = {old.x, old.y, old.z, old.w};
+        uint32_t words[4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
             uint32_t word = 0;
@@ -127,55 +117,49 @@ __device__ __forceinline__ void reencode_page(uint8_t *page_head, int64_t stride
     }
 }
 
+// Grid (ceil(tokens / kWarps), heads_kv): warp w of CTA x takes token x kWarps + w.
 template <int kDim, class T>
 __global__ void __launch_bounds__(kThreads) write_runs(const __grid_constant__ PagedArgs a)
 {
     using L = RowLayout<kDim>;
-    const int first = blockIdx.x, head = blockIdx.y;
+    const int lane = threadIdx.x % 32, head = blockIdx.y;
+    const int first = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (first >= a.tokens)
+        return;
     const int page = page_of(a, first);
     if (page < 0 || (first > 0 && page_of(a, first - 1) == page))
         return;  // a skipped token, or not the first of its run
-    const int end = run_end(a, first, page);
+    const int end = run_end(a, first, page, lane);
 
     // 2. max |y| over the run's rows, NaN or inf if one holds either
     float amax = 0.0f;
-    for_each_run_row<kDim, T>(a, first, end, head, [&](const RowTransform<kDim> &transform, int,
-                                                       const float (&y)[L::kSlots]) {
+    for_each_run_row<kDim, T>(a, first, end, head, lane, [&](const RowTransform<kDim> &transform, int,
+                                                             const float (&y)[L::kSlots]) {
         amax = ptx::max_nan_f32(amax, row_amax<kDim>(transform, y));
     });
     for (int d = 16; d > 0; d /= 2)
         amax = ptx::max_nan_f32(amax, __shfl_xor_sync(kFullWarp, amax, d));
-    __shared__ float warp_amax[kWarps];
-    __shared__ int exponent_from, exponent_to;
-    if (threadIdx.x % 32 == 0)
-        warp_amax[threadIdx.x / 32] = amax;
-    __syncthreads();
 
     // 3. the page's exponent only grows; an empty page given only zero rows takes the smallest
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < kWarps; ++w)
-            amax = ptx::max_nan_f32(amax, warp_amax[w]);
-        int8_t *exponent = a.exponents + static_cast<int64_t>(page) * a.heads_kv + head;
-        const int from = *exponent, need = block_exponent(amax, kCodeMaxFraction, kCodeMaxExponent);
-        const int to = max(max(from, need), kMinExponent);
+    int8_t *exponent = a.exponents + static_cast<int64_t>(page) * a.heads_kv + head;
+    const int from = *exponent, need = block_exponent(amax, kCodeMaxFraction, kCodeMaxExponent);
+    const int to = max(max(from, need), kMinExponent);
+    __syncwarp();  // every lane has read the exponent before it is written
+    if (lane == 0)
         *exponent = static_cast<int8_t>(to);
-        exponent_from = from, exponent_to = to;
-    }
-    __syncthreads();
-    const int from = exponent_from, to = exponent_to;
     uint8_t *page_head = a.codes + page * a.codes_stride_page + head * a.codes_stride_head;
 
     // 4. the codes already there, at the grown exponent (an empty page holds none)
     if (from != kPageEmpty && to > from) {
-        reencode_page<kDim>(page_head, a.codes_stride_row, a.page_size, from, to);
-        __syncthreads();  // before the run's rows are written over some of them
+        reencode_page<kDim>(page_head, a.codes_stride_row, a.page_size, from, to, lane);
+        __syncwarp();  // before the run's rows are written over some of them
     }
 
     // 5. the run's rows: e4m3(y * 2^-to), as encode_blocks
     const float scale = ldexpf(1.0f, -to);
-    const int row_lane = threadIdx.x % L::kLanes;
-    for_each_run_row<kDim, T>(a, first, end, head, [&](const RowTransform<kDim> &transform, int token,
-                                                       const float (&y)[L::kSlots]) {
+    const int row_lane = lane % L::kLanes;
+    for_each_run_row<kDim, T>(a, first, end, head, lane, [&](const RowTransform<kDim> &transform, int token,
+                                                             const float (&y)[L::kSlots]) {
         static_assert(L::kSlots % 2 == 0, "codes convert in pairs");
         uint8_t codes[L::kSlots];
 #pragma unroll
@@ -193,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) write_runs(const __grid_constant__ P
 template <int kDim>
 cudaError_t launch(const PagedArgs &a, bool x_fp32, cudaStream_t stream)
 {
-    const dim3 grid(a.tokens, a.heads_kv);
+    const dim3 grid((a.tokens + kWarps - 1) / kWarps, a.heads_kv);
     if (x_fp32)
         write_runs<kDim, float><<<grid, kThreads, 0, stream>>>(a);
     else
