@@ -153,9 +153,11 @@ def test_refusals():
     exponents = ga.full((3, 2), EMPTY, np.int8)
     with pytest.raises(ValueError, match="slot_mapping must be contiguous int32 of shape"):
         fp.quantize_paged(x, ga.to_device(np.arange(4, dtype=np.int8)), codes, exponents)
-    with pytest.raises(ValueError, match=r"x must be bfloat16 or float32 \(tokens, heads_kv, dim\)"):
+    with pytest.raises(ValueError, match=r"x must be 3-d \(tokens, heads_kv, dim\)"):
         fp.quantize_paged(x[None], slots, codes, exponents)
-    with pytest.raises(ValueError, match=r"codes must be float8_e4m3fn \(num_pages, page_size, heads_kv, dim\)"):
+    with pytest.raises(TypeError, match="x must be bfloat16 or float32"):
+        fp.quantize_paged(ga.to_e4m3(x), slots, codes, exponents)
+    with pytest.raises(ValueError, match=r"codes_cache must be float8_e4m3fn \(num_pages, page_size, heads_kv, dim\)"):
         fp.quantize_paged(x, slots, ga.full((3, 16, 4, 128), 0.0, ga.E4M3), exponents)
     with pytest.raises(ValueError, match=r"exponents must be contiguous int8 of shape \(num_pages, heads_kv\)"):
         fp.quantize_paged(x, slots, codes, ga.full((3, 4), EMPTY, np.int8))

@@ -70,13 +70,13 @@ def dequantize_paged(codes, exponents):
     return fp8.e4m3_decode(codes).astype(np.float64) * scale[:, None, :, None]
 
 
-def quantize_paged(x, slot_mapping, codes, exponents, *, signs=None, stream=None):
+def quantize_paged(x, slot_mapping, codes_cache, exponents, *, signs=None, stream=None):
     """Writes new token rows into a paged e4m3 cache on the GPU (flashprefill_quantize_paged), in place.
 
     x: bfloat16 or float32 device array (tokens, heads_kv, dim), CuPy or torch; dim a multiple of 32 up to 256.
     slot_mapping: int32 device array (tokens,), contiguous: page · page_size + row, < 0 to skip the token; the
-    tokens of one page consecutive. codes: float8_e4m3fn (num_pages, page_size, heads_kv, dim), any strides the ABI
-    takes; exponents: int8 (num_pages, heads_kv), contiguous, PAGE_EMPTY where a page holds no token.
+    tokens of one page consecutive. codes_cache: float8_e4m3fn (num_pages, page_size, heads_kv, dim), any strides the
+    ABI takes; exponents: int8 (num_pages, heads_kv), contiguous, PAGE_EMPTY where a page holds no token.
     signs: None, or float32 device array (dim,) of +1 / -1 (prepare.rotation_signs): rotate k as its queries are.
     Bit-identical to quantize_paged_model. Enqueued on `stream` (default: the current stream of x's library).
     """
@@ -86,17 +86,19 @@ def quantize_paged(x, slot_mapping, codes, exponents, *, signs=None, stream=None
                         "has no flashprefill_quantize_paged (from 0.10.0 on)")
         xt = _adapt(x, "x", handle, keep)
         st = _adapt(slot_mapping, "slot_mapping", handle, keep)
-        ct = _adapt(codes, "codes", handle, keep, writable=True)
+        ct = _adapt(codes_cache, "codes_cache", handle, keep, writable=True)
         et = _adapt(exponents, "exponents", handle, keep, writable=True)
-        if len(xt.shape) != 3 or xt.dtype not in _X_DTYPES:
-            raise ValueError(f"x must be bfloat16 or float32 (tokens, heads_kv, dim), got {xt.dtype} {xt.shape}")
+        if xt.dtype not in _X_DTYPES:
+            raise TypeError(f"x must be bfloat16 or float32, got {xt.dtype}")
+        if len(xt.shape) != 3:
+            raise ValueError(f"x must be 3-d (tokens, heads_kv, dim), got shape {xt.shape}")
         tokens, heads_kv, dim = xt.shape
         if st.dtype != "int32" or st.shape != (tokens,) or not st.is_contiguous():
             raise ValueError(f"slot_mapping must be contiguous int32 of shape (tokens,) = {(tokens,)}, got {st.dtype} "
                              f"{st.shape} with strides {st.strides}")
         if ct.dtype != "float8_e4m3fn" or len(ct.shape) != 4 or ct.shape[2:] != (heads_kv, dim):
-            raise ValueError(f"codes must be float8_e4m3fn (num_pages, page_size, heads_kv, dim) with heads_kv, dim = "
-                             f"{(heads_kv, dim)}, got {ct.dtype} {ct.shape}")
+            raise ValueError(f"codes_cache must be float8_e4m3fn (num_pages, page_size, heads_kv, dim) with (heads_kv, "
+                             f"dim) = {(heads_kv, dim)}, got {ct.dtype} {ct.shape}")
         num_pages, page_size = ct.shape[:2]
         if et.dtype != "int8" or et.shape != (num_pages, heads_kv) or not et.is_contiguous():
             raise ValueError(f"exponents must be contiguous int8 of shape (num_pages, heads_kv) = "
