@@ -1,5 +1,6 @@
 // flashprefill_quantize on Hopper (include/flashprefill.h): float rows, optionally smoothed and rotated, to e4m3
-// codes with one power-of-two exponent per block of tokens. Three launches:
+// codes with one power-of-two exponent per block of tokens, of equal-length or packed (varlen) sequences. Three
+// launches, each CTA one block of one head of one sequence:
 //   block_exponents:  each block's own exponent (all-zero blocks marked kZeroBlock);
 //   finish_exponents: per (batch, head), the span floor and the zero blocks' exponent, in place;
 //   encode_blocks:    the codes, transforming each row again; as every tensor or in v's prepared layout.
@@ -10,15 +11,16 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "backend.h"
 #include "launch_common.h"
 #include "ptx.cuh"
+#include "quantize_rows.cuh"
 
 namespace fp {
 namespace {
+
+using namespace quantize_rows;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
@@ -28,10 +30,8 @@ constexpr int kThreads = 32 * kWarps;
 // dim 64) loads when its turn comes: its next row would not fit the registers.
 constexpr int kMinCtasPerSm = 4;
 constexpr int kLoadAheadMaxWords = 8;
-constexpr int kExponentSpan = 64;         // flashprefill.fp8.EXPONENT_SPAN
-constexpr int kMinExponent = -127, kMaxExponent = 127;
-constexpr int kZeroBlock = -128;          // below every real exponent
-constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int kExponentSpan = 64;  // flashprefill.fp8.EXPONENT_SPAN
+constexpr int kInvalidSequence = -128;  // every exponent slot of a varlen sequence whose bounds are not valid
 
 struct QuantizeArgs {
     const void *x;  // bf16 or float32 (the kernels' T)
@@ -43,76 +43,35 @@ struct QuantizeArgs {
     float code_max_fraction;  // code_max = code_max_fraction 2^code_max_exponent, the fraction in [0.5, 1)
     int32_t code_max_exponent;
     const float *signs, *subtract;
-    int32_t seqlen, heads, block_tokens, blocks;
+    int32_t seqlen, heads, block_tokens, blocks;  // varlen: seqlen max_seqlen, blocks ceil(max_seqlen / block_tokens)
+    const int32_t *cu_seqlens;  // varlen: batch + 1 row bounds (x_stride_batch and codes_stride_batch 0), else null
+    int32_t total;              // varlen: rows of x and codes
 };
 
-// One token row of one head across kLanes lanes of a warp (8 up to dim 128, 16 beyond: at most 16 slots a lane),
-// 32 / kLanes rows a warp. dim splits into power-of-two parts, largest first (192 = 128 + 64); row lane l holds, of
-// each part of n elements, the n / kLanes consecutive ones from part_start + l * n / kLanes. Slot j of a lane walks
-// the parts in order.
-template <int kDim>
-struct RowLayout {
-    static_assert(kDim % 32 == 0 && kDim <= 256, "dim: a multiple of 32 up to 256");
-    static constexpr int kLanes = kDim <= 128 ? 8 : 16;
-    static constexpr int kRowsPerWarp = 32 / kLanes;
-    static constexpr int kSlots = kDim / kLanes;
-    // The part holding slot j: its size in elements (part_size) and its first slot (part_first_slot).
-    __device__ static constexpr int part_size(int j)
-    {
-        int first_slot = 0;
-        for (int bit = 3; bit >= 0; --bit) {
-            const int slots = (kDim / 32 >> bit & 1) * (32 << bit) / kLanes;
-            if (j < first_slot + slots)
-                return 32 << bit;
-            first_slot += slots;
-        }
-        return 0;
-    }
-    __device__ static constexpr int part_first_slot(int j)
-    {
-        int first_slot = 0;
-        for (int bit = 3; bit >= 0; --bit) {
-            const int slots = (kDim / 32 >> bit & 1) * (32 << bit) / kLanes;
-            if (j < first_slot + slots)
-                return first_slot;
-            first_slot += slots;
-        }
-        return 0;
-    }
-    // The element held in slot j by row lane `row_lane` (parts start where the previous ones' elements end).
-    __device__ static constexpr int element(int j, int row_lane)
-    {
-        const int per_lane = part_size(j) / kLanes, first = part_first_slot(j);
-        return kLanes * first + row_lane * per_lane + (j - first);
-    }
+// One sequence's rows: x's and codes' rows first_row .. first_row + seqlen - 1 of its batch; seqlen < 0 where the
+// varlen bounds are not valid (flashprefill_quantize_params: the sequence is not quantized).
+struct Sequence {
+    int32_t first_row, seqlen;
+    __device__ __forceinline__ bool valid() const { return seqlen >= 0; }
 };
 
-// c e4m3 codes to p, with one store.
-template <int kCount>
-__device__ __forceinline__ void store_codes(uint8_t *p, const uint8_t *codes)
+__device__ __forceinline__ Sequence sequence_of(const QuantizeArgs &a, int batch)
 {
-    using Vec = typename std::conditional<kCount == 16, uint4, typename std::conditional<kCount == 8, uint2,
-                typename std::conditional<kCount == 4, uint32_t,
-                typename std::conditional<kCount == 2, uint16_t, uint8_t>::type>::type>::type>::type;
-    Vec packed;
-    memcpy(&packed, codes, kCount);
-    *reinterpret_cast<Vec *>(p) = packed;
+    if (a.cu_seqlens == nullptr)
+        return {0, a.seqlen};
+    const int32_t begin = a.cu_seqlens[batch], end = a.cu_seqlens[batch + 1];
+    const bool valid = 0 <= begin && begin <= end && end <= a.total && end - begin <= a.seqlen;
+    return {begin, valid ? end - begin : -1};
 }
 
-// This lane's slots of one row of codes, part by part.
-template <int kDim, int kFirstSlot>
-__device__ __forceinline__ void store_parts(uint8_t *row, int row_lane, const uint8_t *codes)
+// The per-(batch, head) exponents of this CTA's sequence and head (a.blocks slots).
+__device__ __forceinline__ int8_t *exponents_of_head(const QuantizeArgs &a)
 {
-    using L = RowLayout<kDim>;
-    if constexpr (kFirstSlot < L::kSlots) {
-        constexpr int kPerLane = L::part_size(kFirstSlot) / L::kLanes;
-        store_codes<kPerLane>(row + L::element(kFirstSlot, row_lane), codes + kFirstSlot);
-        store_parts<kDim, kFirstSlot + kPerLane>(row, row_lane, codes);
-    }
+    return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks;
 }
 
-// The same into a row whose 16-byte chunk c lies at chunk (c + rotation) % (kDim / 16) (the prepared encoder's rows
-// in shared memory; a lane's part is at most one chunk).
+// store_parts (quantize_rows.cuh) into a row whose 16-byte chunk c lies at chunk (c + rotation) % (kDim / 16) (the
+// prepared encoder's rows in shared memory; a lane's part is at most one chunk).
 template <int kDim, int kFirstSlot>
 __device__ __forceinline__ void store_parts_rotated(uint8_t *row, int row_lane, const uint8_t *codes, int rotation)
 {
@@ -126,141 +85,22 @@ __device__ __forceinline__ void store_parts_rotated(uint8_t *row, int row_lane, 
     }
 }
 
-// y = H diag(signs) (x - subtract) of token rows of one (batch, head), in float32 with the butterflies of the
-// numpy model (prepare.transform) in its order. A missing subtract subtracts 0 (exact); without signs, no H.
-template <int kDim>
-struct RowTransform {
-    using L = RowLayout<kDim>;
-    // The signs live in registers, as sign bits: RawRow::widen flips them with the load's own integer op (times
-    // -1 is exact, so diag(signs) (x - mean) = diag(signs) x - diag(signs) mean bit for bit). The (rare) subtracted
-    // mean is read from global memory (L1) row by row, which keeps the kernels within their 64 registers with the
-    // next row's loads in flight.
-    uint32_t sign_bit[L::kSlots];  // 0 or 0x80000000
-    const float *shift;            // this (batch, head)'s mean, or null
-    bool rotate;
-
-    __device__ __forceinline__ RowTransform(const QuantizeArgs &a, int batch, int head, int row_lane)
-        : shift(a.subtract != nullptr ? a.subtract + (static_cast<int64_t>(batch) * a.heads + head) * kDim : nullptr),
-          rotate(a.signs != nullptr)
-    {
-#pragma unroll
-        for (int j = 0; j < L::kSlots; ++j)
-            sign_bit[j] = rotate ? __float_as_uint(a.signs[L::element(j, row_lane)]) & 0x80000000u : 0u;
-    }
-
-    // y: this lane's slots of a row, signs already applied (RawRow::widen). Every lane of the warp takes part (the
-    // butterflies across lanes shuffle within each row's kLanes lanes).
-    __device__ __forceinline__ void apply(int row_lane, float (&y)[L::kSlots]) const
-    {
-        // (y - 0) is y exactly (-0 - +0 is -0 in round to nearest), so rows without a mean skip the subtraction.
-        if (shift != nullptr) {
-#pragma unroll
-            for (int j = 0; j < L::kSlots; ++j)
-                y[j] -= __uint_as_float(__float_as_uint(__ldg(shift + L::element(j, row_lane))) ^ sign_bit[j]);
-        }
-        if (!rotate)
-            return;
-        // Per part of n elements: butterflies (x_i, x_{i+h}) -> (x_i + x_{i+h}, x_i - x_{i+h}) for h = 1, 2, ...,
-        // n / 2 (Sylvester order), within a lane while h < n / kLanes, then across lanes, where the lane holding
-        // x_{i+h} computes other - y as fma(y, -1, other) (exact: one rounding of the same difference). The
-        // transform's last step, times 1 / sqrt(n) (part_norm), is the caller's.
-#pragma unroll
-        for (int j0 = 0; j0 < L::kSlots; j0 += L::part_size(j0) / L::kLanes) {
-            const int per_lane = L::part_size(j0) / L::kLanes;
-#pragma unroll
-            for (int h = 1; h < per_lane; h *= 2)
-#pragma unroll
-                for (int j = 0; j < per_lane; ++j)
-                    if ((j & h) == 0) {
-                        const float lo = y[j0 + j], hi = y[j0 + j + h];
-                        y[j0 + j] = lo + hi;
-                        y[j0 + j + h] = lo - hi;
-                    }
-#pragma unroll
-            for (int d = 1; d < L::kLanes; d *= 2) {
-                const float own_sign = (row_lane & d) ? -1.0f : 1.0f;
-#pragma unroll
-                for (int j = 0; j < per_lane; ++j)
-                    y[j0 + j] = fmaf(y[j0 + j], own_sign, __shfl_xor_sync(kFullWarp, y[j0 + j], d));
-            }
-        }
-    }
-
-    // The multiplier of the part holding slot j: 1 / sqrt(n) rounded to float, 1 without rotation.
-    __device__ __forceinline__ float part_norm(int j) const
-    {
-        return rotate ? static_cast<float>(1.0 / sqrt(static_cast<double>(L::part_size(j)))) : 1.0f;
-    }
-};
-
+// This CTA's block: tokens first_token .. end_token - 1 of its sequence (none past the sequence's end).
 __device__ __forceinline__ int first_token(const QuantizeArgs &a) { return blockIdx.x * a.block_tokens; }
-__device__ __forceinline__ int end_token(const QuantizeArgs &a)
+__device__ __forceinline__ int end_token(const QuantizeArgs &a, Sequence s)
 {
-    return min(a.seqlen, (static_cast<int>(blockIdx.x) + 1) * a.block_tokens);
-}
-__device__ __forceinline__ int8_t *exponent_of_block(const QuantizeArgs &a)
-{
-    return a.exponents + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y) * a.blocks + blockIdx.x;
+    return min(s.seqlen, (static_cast<int>(blockIdx.x) + 1) * a.block_tokens);
 }
 
-// This lane's slots of one token row as they are in memory (bf16 pairs or floats), by the widest vector load
-// each part allows (every part of a lane is 4 << k bytes).
-template <int kDim, class T>
-struct RawRow {
-    using L = RowLayout<kDim>;
-    static constexpr int kWords = L::kSlots * static_cast<int>(sizeof(T)) / 4;
-    uint32_t words[kWords];
-
-    template <int kFirstSlot = 0>
-    __device__ __forceinline__ void load(const T *row, int row_lane)
-    {
-        if constexpr (kFirstSlot < L::kSlots) {
-            constexpr int kPartBytes = L::part_size(kFirstSlot) / L::kLanes * static_cast<int>(sizeof(T));
-            constexpr int kVectorBytes = kPartBytes < 16 ? kPartBytes : 16;
-            constexpr int kFirstWord = kFirstSlot * static_cast<int>(sizeof(T)) / 4;
-            const char *part = reinterpret_cast<const char *>(row + L::element(kFirstSlot, row_lane));
-#pragma unroll
-            for (int byte = 0; byte < kPartBytes; byte += kVectorBytes) {
-                uint32_t *w = words + kFirstWord + byte / 4;
-                if constexpr (kVectorBytes == 16) {
-                    const uint4 v = *reinterpret_cast<const uint4 *>(part + byte);
-                    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-                } else if constexpr (kVectorBytes == 8) {
-                    const uint2 v = *reinterpret_cast<const uint2 *>(part + byte);
-                    w[0] = v.x, w[1] = v.y;
-                } else {
-                    w[0] = *reinterpret_cast<const uint32_t *>(part + byte);
-                }
-            }
-            load<kFirstSlot + kPartBytes / static_cast<int>(sizeof(T))>(row, row_lane);
-        }
-    }
-
-    // As floats (bf16 widened exactly), each sign flipped where its sign_bit is set: one integer op a value
-    // (w * 2^16 + bit is (w << 16) ^ bit for bit = 0 or 2^31, as one IMAD).
-    __device__ __forceinline__ void widen(const uint32_t (&sign_bit)[L::kSlots], float (&y)[L::kSlots]) const
-    {
-#pragma unroll
-        for (int i = 0; i < kWords; ++i) {
-            if constexpr (std::is_same<T, float>::value) {
-                y[i] = __uint_as_float(words[i] ^ sign_bit[i]);
-            } else {
-                y[2 * i] = __uint_as_float(words[i] * 0x10000u + sign_bit[2 * i]);
-                y[2 * i + 1] = __uint_as_float((words[i] & 0xffff0000u) ^ sign_bit[2 * i + 1]);
-            }
-        }
-    }
-};
-
-// The rows of this CTA's block, kRowsPerWarp a warp at a time: f(transform, set, token, valid, y) for each row of
-// this lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the block's
-// end (their y are not rows of x). Set s is the block's tokens [first + s kRowsPerSet, + kRowsPerSet), warp w's
+// The rows of this CTA's block of sequence s, kRowsPerWarp a warp at a time: f(transform, set, token, valid, y) for
+// each row of this lane, y its slots after transform.apply (f multiplies by part_norm), valid false for rows past the
+// block's end (their y are not rows of x). Set s is the block's tokens [first + s kRowsPerSet, + kRowsPerSet), warp w's
 // kRowsPerWarp of them from w kRowsPerWarp on. The sets a warp takes, and so its shuffles, are warp-uniform; with
 // kCtaUniformSets every warp takes every set that holds a token of the block (so that f may synchronise the CTA),
 // else only the sets that hold one of its own rows. Where a lane's row is at most 32 bytes, the next set's loads are
 // issued before this one is transformed (kLoadAhead).
 template <int kDim, class T, bool kCtaUniformSets = false, class F>
-__device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
+__device__ __forceinline__ void for_each_row(const QuantizeArgs &a, Sequence s, F f)
 {
     using L = RowLayout<kDim>;
     using Raw = RawRow<kDim, T>;
@@ -268,12 +108,15 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
     constexpr bool kLoadAhead = Raw::kWords <= kLoadAheadMaxWords;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int row_lane = lane % L::kLanes, row_of_warp = lane / L::kLanes;
-    const RowTransform<kDim> transform(a, blockIdx.z, blockIdx.y, row_lane);
-    const int end = end_token(a), warp_first = first_token(a) + warp * L::kRowsPerWarp;
+    const float *mean = a.subtract != nullptr ? a.subtract + (static_cast<int64_t>(blockIdx.z) * a.heads + blockIdx.y)
+                                                               * kDim : nullptr;
+    const RowTransform<kDim> transform(a.signs, mean, row_lane);
+    const int end = end_token(a, s), warp_first = first_token(a) + warp * L::kRowsPerWarp;
     const int sets_from = kCtaUniformSets ? first_token(a) : warp_first;
     const int sets = sets_from < end ? (end - sets_from + kRowsPerSet - 1) / kRowsPerSet : 0;
     const int first = warp_first + row_of_warp;
-    const T *x = static_cast<const T *>(a.x) + blockIdx.z * a.x_stride_batch + blockIdx.y * a.x_stride_head;
+    const T *x = static_cast<const T *>(a.x) + blockIdx.z * a.x_stride_batch + s.first_row * a.x_stride_seq +
+                 blockIdx.y * a.x_stride_head;
     Raw next{};
     if (kLoadAhead && first < end)
         next.load(x + first * a.x_stride_seq, row_lane);
@@ -295,28 +138,27 @@ __device__ __forceinline__ void for_each_row(const QuantizeArgs &a, F f)
 }
 
 // Grid (blocks, heads, batch): the smallest e with max |y| <= code_max * 2^e, clamped to [-127, 127]; 0 where the
-// block holds inf or NaN; kZeroBlock where it is all zeros.
+// block holds inf or NaN; kZeroBlock where it is all zeros (block_exponent). Varlen: blocks past the sequence's end
+// are not written; a sequence whose bounds are not valid gets kInvalidSequence in every slot.
 template <int kDim, class T>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) block_exponents(const __grid_constant__ QuantizeArgs a)
 {
     using L = RowLayout<kDim>;
+    const Sequence s = sequence_of(a, blockIdx.z);
+    if (!s.valid()) {
+        if (threadIdx.x == 0)
+            exponents_of_head(a)[blockIdx.x] = static_cast<int8_t>(kInvalidSequence);
+        return;
+    }
+    if (first_token(a) >= s.seqlen)
+        return;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    // max |y| over the block, NaN or inf if the block holds either. Rounding is monotonic, so the largest
-    // normalized element is the largest one before normalization, normalized: one multiply a part, not an element.
+    // max |y| over the block, NaN or inf if the block holds either
     float amax = 0.0f;
-    for_each_row<kDim, T>(a, [&](const RowTransform<kDim> &transform, int, int, bool valid,
-                                 const float (&y)[L::kSlots]) {
-        if (!valid)
-            return;
-        float part_amax = 0.0f;
-#pragma unroll
-        for (int j = 0; j < L::kSlots; ++j) {
-            part_amax = ptx::max_nan_f32(part_amax, fabsf(y[j]));
-            if (j + 1 == L::kSlots || L::part_first_slot(j + 1) != L::part_first_slot(j)) {
-                amax = ptx::max_nan_f32(amax, __fmul_rn(part_amax, transform.part_norm(j)));
-                part_amax = 0.0f;
-            }
-        }
+    for_each_row<kDim, T>(a, s, [&](const RowTransform<kDim> &transform, int, int, bool valid,
+                                    const float (&y)[L::kSlots]) {
+        if (valid)
+            amax = ptx::max_nan_f32(amax, row_amax<kDim>(transform, y));
     });
     for (int d = 16; d > 0; d /= 2)
         amax = ptx::max_nan_f32(amax, __shfl_xor_sync(kFullWarp, amax, d));
@@ -328,36 +170,30 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) block_exponents(const
         return;
     for (int w = 1; w < kWarps; ++w)
         amax = ptx::max_nan_f32(amax, warp_amax[w]);
-    const bool nonfinite = !isfinite(amax);
-    int exponent = kZeroBlock;
-    if (nonfinite) {
-        exponent = 0;
-    } else if (amax > 0.0f) {
-        // amax = f 2^k and code_max = g 2^c, f and g in [0.5, 1): amax <= code_max 2^e  <=>  e >= k - c + (f > g)
-        // (448 = 0.875 2^9).
-        int k;
-        const float f = frexpf(amax, &k);
-        exponent = min(max(k - a.code_max_exponent + (f > a.code_max_fraction), kMinExponent), kMaxExponent);
-    }
-    *exponent_of_block(a) = static_cast<int8_t>(exponent);
+    exponents_of_head(a)[blockIdx.x] =
+        static_cast<int8_t>(block_exponent(amax, a.code_max_fraction, a.code_max_exponent));
 }
 
-// One warp per (batch, head) row of exponents: zero blocks take the row's largest exponent (0 if none), the
-// others at least that minus kExponentSpan.
+// One warp per (batch, head) row of exponents, over its sequence's blocks: zero blocks take the row's largest
+// exponent (0 if none), the others at least that minus kExponentSpan. Rows of invalid sequences stay as they are.
 __global__ void __launch_bounds__(kThreads) finish_exponents(const __grid_constant__ QuantizeArgs a, int rows)
 {
     const int lane = threadIdx.x % 32, row = blockIdx.x * kWarps + threadIdx.x / 32;
     if (row >= rows)
         return;
+    const Sequence s = sequence_of(a, row / a.heads);
+    if (!s.valid())
+        return;
+    const int blocks = (s.seqlen + a.block_tokens - 1) / a.block_tokens;
     int8_t *e = a.exponents + static_cast<int64_t>(row) * a.blocks;
     int top = INT_MIN;
-    for (int b = lane; b < a.blocks; b += 32)
+    for (int b = lane; b < blocks; b += 32)
         top = e[b] == kZeroBlock ? top : max(top, static_cast<int>(e[b]));
     for (int d = 16; d > 0; d /= 2)
         top = max(top, __shfl_xor_sync(kFullWarp, top, d));
     if (top == INT_MIN)
         top = 0;
-    for (int b = lane; b < a.blocks; b += 32)
+    for (int b = lane; b < blocks; b += 32)
         e[b] = static_cast<int8_t>(e[b] == kZeroBlock ? top : max(static_cast<int>(e[b]), top - kExponentSpan));
 }
 
@@ -389,12 +225,16 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) encode_blocks(const _
     constexpr int kGroupsPerFlush = kFlushRows / 16, kChunks = kDim / 16;
     static_assert(kFlushRows % kRowsPerSet == 0 && kRowsPerSet % 16 == 0, "flushes of whole sets of whole groups");
     __shared__ FlushCodes<kPrepared, kFlushRows, kDim> flush_codes;
+    const Sequence s = sequence_of(a, blockIdx.z);
+    if (first_token(a) >= s.seqlen)  // past the sequence's end, or an invalid sequence
+        return;
     const int row_lane = threadIdx.x % L::kLanes;
-    const float scale = ldexpf(1.0f, -static_cast<int>(*exponent_of_block(a)));
-    const int first = first_token(a), end = end_token(a);
+    const float scale = ldexpf(1.0f, -static_cast<int>(exponents_of_head(a)[blockIdx.x]));
+    const int first = first_token(a), end = end_token(a, s);
     const int sets = (end - first + kRowsPerSet - 1) / kRowsPerSet;  // every warp's (kCtaUniformSets)
-    uint8_t *codes_bh = a.codes + blockIdx.z * a.codes_stride_batch + blockIdx.y * a.codes_stride_head;
-    for_each_row<kDim, T, kPrepared>(a, [&](const RowTransform<kDim> &transform, int set, int token, bool valid,
+    uint8_t *codes_bh = a.codes + blockIdx.z * a.codes_stride_batch + s.first_row * a.codes_stride_seq +
+                        blockIdx.y * a.codes_stride_head;
+    for_each_row<kDim, T, kPrepared>(a, s, [&](const RowTransform<kDim> &transform, int set, int token, bool valid,
                                             const float (&y)[L::kSlots]) {
         if (!kPrepared && !valid)
             return;
@@ -504,8 +344,10 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     a.codes_stride_head = p->codes_stride_head;
     a.exponents = p->exponents;
     a.signs = p->signs, a.subtract = p->subtract;
-    a.seqlen = p->seqlen, a.heads = p->heads, a.block_tokens = p->block_tokens;
-    a.blocks = (p->seqlen + p->block_tokens - 1) / p->block_tokens;
+    a.seqlen = p->cu_seqlens != nullptr ? p->max_seqlen : p->seqlen;
+    a.heads = p->heads, a.block_tokens = p->block_tokens;
+    a.blocks = (a.seqlen + p->block_tokens - 1) / p->block_tokens;
+    a.cu_seqlens = p->cu_seqlens, a.total = p->total;
     a.code_max_fraction = frexpf(fp_quantize_code_max(p), &a.code_max_exponent);
     a.codes_stride_dim = p->codes_stride_dim;
     const bool prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;

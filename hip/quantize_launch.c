@@ -16,6 +16,9 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 
 flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params *p)
 {
+    if (p->cu_seqlens != NULL)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "variable-length quantization (cu_seqlens) has no gfx950 "
+                       "kernel (its quantizer takes the equal-length form)");
     if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT) /* the gfx950 kernels read V^T from LDS themselves */
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED is Hopper's (the gfx950 attention "
                        "takes v in its default layout)");
@@ -67,6 +70,20 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
                            api->GetErrorString(err));
     }
     return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_backend_check_quantize_paged(const flashprefill_quantize_paged_params *p)
+{
+    (void)p;
+    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "flashprefill_quantize_paged has no gfx950 kernel (the paged KV "
+                   "cache writer is Hopper's)");
+}
+
+/* Never reached: fp_backend_check_quantize_paged refuses every call first. */
+flashprefill_status fp_backend_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream)
+{
+    (void)stream;
+    return fp_backend_check_quantize_paged(p);
 }
 
 flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p)

@@ -220,6 +220,23 @@ typedef struct flashprefill_quantize_params {
                                            codes_stride_seq 1, codes_stride_dim the row pitch (at least seqlen
                                            rounded up to 16), codes_stride_batch and _head multiples of 16,
                                            positions past seqlen 0; block_tokens a multiple of 16 */
+
+    /* From 0.10.0: a variable-length batch (flashprefill_params' varlen form). With cu_seqlens NULL (as _init() leaves
+       it) the batch is the equal-length one above and the fields below are unused. With cu_seqlens set, x and codes
+       are (total, heads, dim), addressed by the *_stride_seq, _head and _dim strides (*_stride_batch unused: 0), and
+       seqlen is unused (0); sequence b is rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 (lengths may be 0, at most
+       max_seqlen). exponents are (batch, heads, ceil(max_seqlen / block_tokens)), each sequence's blocks counted from
+       its first token (a block never spans two sequences, the span floor and the zero blocks' exponent are per
+       sequence and head); subtract is (batch, heads, dim), one vector per sequence. Written: the codes of every
+       sequence's rows and the exponents of its ceil(length / block_tokens) blocks; exponent slots past them and rows
+       outside every sequence are left as they are. A sequence whose bounds are not valid (cu_seqlens[b] < 0,
+       cu_seqlens[b + 1] < cu_seqlens[b], cu_seqlens[b + 1] > total, a length past max_seqlen; checked on the device)
+       is not quantized: its rows are left as they are and every one of its exponent slots is set to -128, which no
+       valid block takes (rows that two sequences share, possible only where cu_seqlens decreases, get either's codes).
+       codes_layout DEFAULT only. */
+    const int32_t *cu_seqlens; /* device, batch + 1 int32 (4-byte aligned); NULL: not varlen */
+    int32_t total;             /* rows of x and codes */
+    int32_t max_seqlen;        /* the largest length (FlashAttention's max_seqlen) */
 } flashprefill_quantize_params;
 
 /* flashprefill_prepare_v: e4m3 codes of v, (batch, seqlen, heads, dim) with any strides the ABI takes, rewritten
@@ -404,6 +421,64 @@ static inline flashprefill_merge_state_params flashprefill_merge_state_params_in
    device and the pointers as flashprefill_forward does. One pass over the bytes of out_a, out_b and out. From
    0.9.0 on; the gfx950 library returns NOT_SUPPORTED (no kernel yet). */
 flashprefill_status flashprefill_merge_state(const flashprefill_merge_state_params *p, void *stream);
+
+/* flashprefill_quantize_paged: new tokens of k or v, float, into an e4m3 paged KV cache with one power-of-two
+ * exponent per (page, kv head), the PER_BLOCK descale flashprefill_params' paged form reads (block_tokens ==
+ * page_size, exponents (num_pages, heads_kv)). Token t goes to slot slot_mapping[t] = page * page_size + row (vLLM's
+ * convention); a slot < 0 or >= num_pages * page_size skips the token (vLLM pads with -1). Each row is first
+ * rotated as flashprefill_quantize rotates it (y = H diag(signs) x, float32, the same butterflies; no subtract: a
+ * mean over tokens cannot be taken one token at a time).
+ *
+ * Exponents. FLASHPREFILL_PAGE_EMPTY (-128) marks a (page, head) that holds no token: fill the exponents of fresh or
+ * freed pages with it (a page handed to another sequence must be emptied first). Per (page, head) that a call writes:
+ *   need  = the smallest e with max |y| over the call's new rows of it <= 448 * 2^e, clamped to [-127, 127] (as
+ *           flashprefill_quantize's block exponent; 0 where a row holds inf or NaN; none where all rows are zero);
+ *   e_new = max(e_old, need), or -127 where both are absent (an empty page given only zero rows);
+ *   where the page was not empty and e_new > e_old, the page's codes already there (every row, written or not) are
+ *   re-encoded: code' = e4m3(decode(code) * 2^(e_old - e_new)), round to nearest even (exact but where the result
+ *   is subnormal; NaN stays NaN); then the new rows are encoded at e_new: e4m3(y * 2^-e_new), saturating at 448.
+ * So a page's exponent only grows, and is, after any sequence of calls, the exponent of all its rows written at once
+ * (max over rows of need). A finite row's codes are then within one e4m3 unit of that final exponent of y: half a unit
+ * where y's code is normal (no re-encoding rounds a normal code) and at most 2^(e_new - 9), the subnormal unit,
+ * otherwise (each re-encoding rounds once, at a larger exponent than the one before). A token appended to a page
+ * whose exponent is larger than it needs is encoded at the page's exponent (small values lose digits or become 0
+ * there), as a block of the equal-length quantizer is. Rows of an empty page that the call does not write are left
+ * as they are (they hold no token).
+ *
+ * Concurrency: the tokens of one page must be consecutive in x (a run: no other token, skipped ones included, between
+ * them), as an engine's slot_mapping orders them (each sequence's new tokens in order); one run is one writer of its
+ * page, so the call is race-free; two runs into one page in one call race (that page's codes and exponent are then
+ * undefined). Slots within a call must be distinct. Only the pages the call writes are read or written. The numpy
+ * model, bit for bit: flashprefill.paged.quantize_paged_model. */
+#define FLASHPREFILL_PAGE_EMPTY (-128)
+
+typedef struct flashprefill_quantize_paged_params {
+    uint32_t struct_bytes; /* sizeof(flashprefill_quantize_paged_params): set by _quantize_paged_params_init() */
+    const void *x;                /* (tokens, heads_kv, dim), x_dtype; 16-byte aligned */
+    const int32_t *slot_mapping;  /* device, tokens int32 (4-byte aligned): page * page_size + row, or < 0 to skip */
+    void *codes;                  /* the cache: (num_pages, page_size, heads_kv, dim) e4m3, 16-byte aligned; must not
+                                     overlap x */
+    int8_t *exponents;            /* (num_pages, heads_kv) contiguous, FLASHPREFILL_PAGE_EMPTY where empty */
+    const float *signs;           /* NULL, or dim floats, each +1 or -1 (4-byte aligned) */
+    int64_t x_stride_token, x_stride_head, x_stride_dim;                           /* elements; dim's must be 1 */
+    int64_t codes_stride_page, codes_stride_row, codes_stride_head, codes_stride_dim; /* elements; dim's must be 1 */
+    int32_t tokens, heads_kv, dim;  /* dim a multiple of 32, at most 256 */
+    int32_t num_pages, page_size;   /* num_pages * page_size < 2^31 (slots are int32) */
+    flashprefill_dtype x_dtype;     /* BF16 or FP32 */
+} flashprefill_quantize_paged_params;
+
+static inline flashprefill_quantize_paged_params flashprefill_quantize_paged_params_init(void)
+{
+    flashprefill_quantize_paged_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_bytes = (uint32_t)sizeof p;
+    return p;
+}
+
+/* Enqueues flashprefill_quantize_paged on `stream` and returns without waiting; validates p first, then checks the
+   device and the pointers as flashprefill_forward does. From 0.10.0 on; the gfx950 library returns NOT_SUPPORTED
+   (no kernel). */
+flashprefill_status flashprefill_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -278,6 +278,16 @@ flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p,
     return fp_backend_quantize(p, stream);
 }
 
+flashprefill_status flashprefill_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream)
+{
+    fp_clear_error();
+    flashprefill_status status;
+    if ((status = fp_validate_quantize_paged(p)) || (status = fp_backend_check_quantize_paged(p)) ||
+        (status = fp_check_quantize_paged_device(p)))
+        return status;
+    return fp_backend_quantize_paged(p, stream);
+}
+
 flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream)
 {
     fp_clear_error();

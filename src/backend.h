@@ -72,6 +72,10 @@ flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params
    device check. Returns SUCCESS or DEVICE with the last error set. */
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
 
+/* The same two for flashprefill_quantize_paged. */
+flashprefill_status fp_backend_check_quantize_paged(const flashprefill_quantize_paged_params *p);
+flashprefill_status fp_backend_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream);
+
 /* Copies the 16-byte header of a varlen workspace (error, error_batch, error_value, tiles: cuda/fwd/varlen.cuh) to
    the host, synchronously: SUCCESS, or NO_DEVICE / DEVICE / NOT_SUPPORTED with the last error set. */
 flashprefill_status fp_backend_read_workspace_header(const void *workspace, int32_t header[4]);

@@ -32,7 +32,16 @@ flashprefill_status fp_check_quantize_device(const flashprefill_quantize_params 
 {
     const fp_named_pointer pointers[] = {
         {"x", p->x}, {"codes", p->codes}, {"exponents", p->exponents}, {"signs", p->signs},
-        {"subtract", p->subtract},
+        {"subtract", p->subtract}, {"cu_seqlens", p->cu_seqlens},
+    };
+    return fp_backend_check_device(pointers, FP_COUNT(pointers));
+}
+
+flashprefill_status fp_check_quantize_paged_device(const flashprefill_quantize_paged_params *p)
+{
+    const fp_named_pointer pointers[] = {
+        {"x", p->x}, {"slot_mapping", p->slot_mapping}, {"codes", p->codes}, {"exponents", p->exponents},
+        {"signs", p->signs},
     };
     return fp_backend_check_device(pointers, FP_COUNT(pointers));
 }

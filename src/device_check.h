@@ -11,6 +11,7 @@ extern "C" {
 
 flashprefill_status fp_check_forward_device(const flashprefill_params *p);
 flashprefill_status fp_check_quantize_device(const flashprefill_quantize_params *p);
+flashprefill_status fp_check_quantize_paged_device(const flashprefill_quantize_paged_params *p);
 flashprefill_status fp_check_prepare_v_device(const flashprefill_prepare_v_params *p);
 flashprefill_status fp_check_merge_state_device(const flashprefill_merge_state_params *p);
 

@@ -48,6 +48,9 @@ typedef struct tensor_view {
 } tensor_view;
 
 static const char *const axis_name[4] = {"stride_batch", "stride_seq", "stride_head", "stride_dim"};
+/* flashprefill_quantize_paged_params': its tokens and its cache's pages and rows. */
+static const char *const token_axis_name[4] = {"stride_batch", "stride_token", "stride_head", "stride_dim"};
+static const char *const page_axis_name[4] = {"stride_page", "stride_row", "stride_head", "stride_dim"};
 
 /* Bytes from t->data to one past its last element; call after check_tensor accepted t. */
 static int64_t tensor_span_bytes(const tensor_view *t)
@@ -64,7 +67,8 @@ static int spans_overlap(const void *a, int64_t a_bytes, const void *b, int64_t 
     return (uintptr_t)a < (uintptr_t)b + (uint64_t)b_bytes && (uintptr_t)b < (uintptr_t)a + (uint64_t)a_bytes;
 }
 
-static flashprefill_status check_tensor(const tensor_view *t)
+/* check_tensor with the strides named as the params name them (axis_names[axis], e.g. "stride_row"). */
+static flashprefill_status check_tensor_named(const tensor_view *t, const char *const axis_names[4])
 {
     if (t->data == NULL)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", t->name);
@@ -73,7 +77,7 @@ static flashprefill_status check_tensor(const tensor_view *t)
                        FP_TENSOR_ALIGN_BYTES);
     if (t->stride[t->contiguous] != 1)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be 1 (%s), got %lld", t->name,
-                       axis_name[t->contiguous],
+                       axis_names[t->contiguous],
                        t->contiguous == 3 ? "the last dim contiguous"
                                           : "the PREPARED layout: each row of keys contiguous",
                        (long long)t->stride[t->contiguous]);
@@ -84,19 +88,19 @@ static flashprefill_status check_tensor(const tensor_view *t)
         const int64_t stride = t->stride[axis];
         if (stride < 0)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s_%s must be >= 0, got %lld", t->name,
-                           axis_name[axis], (long long)stride);
+                           axis_names[axis], (long long)stride);
         if (t->extent[axis] == 1)
             continue; /* a stride of an axis of extent 1 is never used */
         if ((stride * t->elem_bytes) % FP_TENSOR_ALIGN_BYTES != 0)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s_%s = %lld elements of %d bytes is not a multiple of %d bytes", t->name,
-                           axis_name[axis], (long long)stride, t->elem_bytes, FP_TENSOR_ALIGN_BYTES);
+                           axis_names[axis], (long long)stride, t->elem_bytes, FP_TENSOR_ALIGN_BYTES);
         int64_t span;
         if (__builtin_mul_overflow(stride, t->extent[axis] - 1, &span) ||
             __builtin_add_overflow(last_elem, span, &last_elem))
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s is too large: %s_%s = %lld times %lld overflows a 64-bit offset", t->name,
-                           t->name, axis_name[axis], (long long)stride, (long long)(t->extent[axis] - 1));
+                           t->name, axis_names[axis], (long long)stride, (long long)(t->extent[axis] - 1));
     }
     int64_t end_bytes;
     if (__builtin_add_overflow(last_elem, t->extent[t->contiguous], &last_elem) ||
@@ -124,11 +128,16 @@ static flashprefill_status check_tensor(const tensor_view *t)
         if (t->stride[axis] < covered)
             return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                            "%s overlaps itself: %s_%s = %lld is smaller than the %lld elements spanned by the "
-                           "axes inside it", t->name, t->name, axis_name[axis], (long long)t->stride[axis],
+                           "axes inside it", t->name, t->name, axis_names[axis], (long long)t->stride[axis],
                            (long long)covered);
         covered = t->stride[axis] * (t->extent[axis] - 1) + covered;
     }
     return FLASHPREFILL_SUCCESS;
+}
+
+static flashprefill_status check_tensor(const tensor_view *t)
+{
+    return check_tensor_named(t, axis_name);
 }
 
 static flashprefill_status check_descale(const char *name, const flashprefill_descale *d,
@@ -371,6 +380,36 @@ static flashprefill_status check_code_max(float code_max)
     return FLASHPREFILL_SUCCESS;
 }
 
+/* The varlen form's own fields (cu_seqlens set): the shapes, and the unused ones left 0 so that a caller mixing the
+   two forms hears of it. */
+static flashprefill_status check_quantize_varlen(const flashprefill_quantize_params *p)
+{
+    flashprefill_status s;
+    if ((s = check_positive("total", p->total)) || (s = check_positive("max_seqlen", p->max_seqlen)))
+        return s;
+    if ((uintptr_t)p->cu_seqlens % sizeof(int32_t) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "cu_seqlens = %p is not 4-byte aligned",
+                       (const void *)p->cu_seqlens);
+    if (p->seqlen != 0 || p->x_stride_batch != 0 || p->codes_stride_batch != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "with cu_seqlens, seqlen, x_stride_batch and "
+                       "codes_stride_batch are unused and must be 0 (got %d, %lld, %lld): total and max_seqlen give "
+                       "the shapes", (int)p->seqlen, (long long)p->x_stride_batch, (long long)p->codes_stride_batch);
+    if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED takes the equal-length form only "
+                       "(cu_seqlens NULL)");
+    return FLASHPREFILL_SUCCESS;
+}
+
+/* An int32 array the kernels read (cu_seqlens, slot_mapping) must not share a byte with an output. */
+static flashprefill_status check_int32_input(const char *name, const int32_t *data, int64_t count,
+                                             const char *output, const void *out, int64_t out_bytes)
+{
+    if (spans_overlap(data, count * (int64_t)sizeof(int32_t), out, out_bytes))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s overlaps %s: the output must not share memory with "
+                       "the input", name, output);
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
 {
     flashprefill_status s;
@@ -378,14 +417,17 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
     if ((s = check_struct_bytes("flashprefill_quantize_params", p->struct_bytes, (uint32_t)sizeof *p)))
         return s;
-    if ((s = check_positive("batch", p->batch)) || (s = check_positive("seqlen", p->seqlen)) ||
+    const int varlen = p->cu_seqlens != NULL;
+    if ((s = check_positive("batch", p->batch)) || (!varlen && (s = check_positive("seqlen", p->seqlen))) ||
         (s = check_positive("heads", p->heads)) || (s = check_positive("dim", p->dim)) ||
-        (s = check_positive("block_tokens", p->block_tokens)))
+        (s = check_positive("block_tokens", p->block_tokens)) || (varlen && (s = check_quantize_varlen(p))))
         return s;
     if (p->x_dtype != FLASHPREFILL_DTYPE_BF16 && p->x_dtype != FLASHPREFILL_DTYPE_FP32)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "x_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d",
                        (int)p->x_dtype);
-    const tensor_view x = {"x", p->x, {p->batch, p->seqlen, p->heads, p->dim},
+    /* varlen: one batch of total rows (the sequences' rows are among them). */
+    const int64_t batch = varlen ? 1 : p->batch, rows = varlen ? p->total : p->seqlen;
+    const tensor_view x = {"x", p->x, {batch, rows, p->heads, p->dim},
                            {p->x_stride_batch, p->x_stride_seq, p->x_stride_head, p->x_stride_dim},
                            fp_dtype_bytes(p->x_dtype), 0, 3};
     if (p->codes_layout != FLASHPREFILL_V_LAYOUT_DEFAULT && p->codes_layout != FLASHPREFILL_V_LAYOUT_PREPARED)
@@ -397,7 +439,7 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
         prepared ? (tensor_view){"codes", p->codes, {p->batch, fp_prepared_positions(p->seqlen), p->heads, p->dim},
                                  {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
                                   p->codes_stride_dim}, 1, 1, 1}
-                 : (tensor_view){"codes", p->codes, {p->batch, p->seqlen, p->heads, p->dim},
+                 : (tensor_view){"codes", p->codes, {batch, rows, p->heads, p->dim},
                                  {p->codes_stride_batch, p->codes_stride_seq, p->codes_stride_head,
                                   p->codes_stride_dim}, 1, 1, 3};
     if ((s = check_tensor(&x)) || (s = check_tensor(&codes)))
@@ -407,8 +449,10 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     if ((s = check_floats("signs", p->signs)) || (s = check_floats("subtract", p->subtract)) ||
         (s = check_code_max(p->code_max)))
         return s;
-    /* Cannot overflow: codes, already checked, spans at least one byte per (batch, head, token). */
-    const int64_t exponent_bytes = (int64_t)p->batch * p->heads * ((p->seqlen + p->block_tokens - 1) / p->block_tokens);
+    /* Cannot overflow: codes, already checked, spans at least one byte per (batch, head, token); varlen: batch and
+       heads are int32, the blocks at most max_seqlen. */
+    const int64_t seqlen = varlen ? p->max_seqlen : p->seqlen;
+    const int64_t exponent_bytes = (int64_t)p->batch * p->heads * ((seqlen + p->block_tokens - 1) / p->block_tokens);
     const int64_t x_bytes = tensor_span_bytes(&x), code_bytes = tensor_span_bytes(&codes);
     if (spans_overlap(p->codes, code_bytes, p->x, x_bytes))
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "codes overlaps x: the output must not share memory with "
@@ -416,6 +460,11 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
     if (spans_overlap(p->exponents, exponent_bytes, p->x, x_bytes) ||
         spans_overlap(p->exponents, exponent_bytes, p->codes, code_bytes))
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents overlaps x or codes");
+    if (varlen && ((s = check_int32_input("cu_seqlens", p->cu_seqlens, (int64_t)p->batch + 1, "codes", p->codes,
+                                          code_bytes)) ||
+                   (s = check_int32_input("cu_seqlens", p->cu_seqlens, (int64_t)p->batch + 1, "exponents",
+                                          p->exponents, exponent_bytes))))
+        return s;
     if (p->dim % FP_QUANTIZE_DIM_STEP != 0 || p->dim > FP_QUANTIZE_DIM_MAX)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of %d up to %d, got %d",
                        FP_QUANTIZE_DIM_STEP, FP_QUANTIZE_DIM_MAX, (int)p->dim);
@@ -423,6 +472,59 @@ flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "codes_layout PREPARED takes block_tokens a multiple of %d "
                        "(each group of %d positions within one block), got %d", FP_PREPARED_GROUP_KEYS,
                        FP_PREPARED_GROUP_KEYS, (int)p->block_tokens);
+    return FLASHPREFILL_SUCCESS;
+}
+
+flashprefill_status fp_validate_quantize_paged(const flashprefill_quantize_paged_params *p)
+{
+    flashprefill_status s;
+    if (p == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "params is NULL");
+    if ((s = check_struct_bytes("flashprefill_quantize_paged_params", p->struct_bytes, (uint32_t)sizeof *p)))
+        return s;
+    if ((s = check_positive("tokens", p->tokens)) || (s = check_positive("heads_kv", p->heads_kv)) ||
+        (s = check_positive("dim", p->dim)) || (s = check_positive("num_pages", p->num_pages)) ||
+        (s = check_positive("page_size", p->page_size)))
+        return s;
+    if ((int64_t)p->num_pages * p->page_size > INT32_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "num_pages x page_size = %lld slots do not fit "
+                       "slot_mapping's int32", (long long)p->num_pages * p->page_size);
+    if (p->x_dtype != FLASHPREFILL_DTYPE_BF16 && p->x_dtype != FLASHPREFILL_DTYPE_FP32)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "x_dtype must be FLASHPREFILL_DTYPE_BF16 or _FP32, got %d",
+                       (int)p->x_dtype);
+    /* x as one batch of tokens; the cache's pages as its batches. */
+    const tensor_view x = {"x", p->x, {1, p->tokens, p->heads_kv, p->dim},
+                           {0, p->x_stride_token, p->x_stride_head, p->x_stride_dim}, fp_dtype_bytes(p->x_dtype), 0, 3};
+    const tensor_view codes = {"codes", p->codes, {p->num_pages, p->page_size, p->heads_kv, p->dim},
+                               {p->codes_stride_page, p->codes_stride_row, p->codes_stride_head, p->codes_stride_dim},
+                               1, 1, 3};
+    if ((s = check_tensor_named(&x, token_axis_name)) || (s = check_tensor_named(&codes, page_axis_name)))
+        return s;
+    if (p->slot_mapping == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "slot_mapping is NULL");
+    if ((uintptr_t)p->slot_mapping % sizeof(int32_t) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "slot_mapping = %p is not 4-byte aligned",
+                       (const void *)p->slot_mapping);
+    if (p->exponents == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents is NULL");
+    if ((s = check_floats("signs", p->signs)))
+        return s;
+    /* Cannot overflow: codes, already checked, spans at least one byte per (page, head). */
+    const int64_t exponent_bytes = (int64_t)p->num_pages * p->heads_kv;
+    const int64_t x_bytes = tensor_span_bytes(&x), code_bytes = tensor_span_bytes(&codes);
+    if (spans_overlap(p->codes, code_bytes, p->x, x_bytes))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "codes overlaps x: the output must not share memory with "
+                       "the input");
+    if (spans_overlap(p->exponents, exponent_bytes, p->x, x_bytes) ||
+        spans_overlap(p->exponents, exponent_bytes, p->codes, code_bytes))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "exponents overlaps x or codes");
+    if ((s = check_int32_input("slot_mapping", p->slot_mapping, p->tokens, "codes", p->codes, code_bytes)) ||
+        (s = check_int32_input("slot_mapping", p->slot_mapping, p->tokens, "exponents", p->exponents,
+                               exponent_bytes)))
+        return s;
+    if (p->dim % FP_QUANTIZE_DIM_STEP != 0 || p->dim > FP_QUANTIZE_DIM_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the quantizer takes dim a multiple of %d up to %d, got %d",
+                       FP_QUANTIZE_DIM_STEP, FP_QUANTIZE_DIM_MAX, (int)p->dim);
     return FLASHPREFILL_SUCCESS;
 }
 

@@ -14,6 +14,9 @@ flashprefill_status fp_validate(const flashprefill_params *p);
 /* The same for flashprefill_quantize_params. */
 flashprefill_status fp_validate_quantize(const flashprefill_quantize_params *p);
 
+/* The same for flashprefill_quantize_paged_params. */
+flashprefill_status fp_validate_quantize_paged(const flashprefill_quantize_paged_params *p);
+
 /* The same for flashprefill_prepare_v_params. */
 flashprefill_status fp_validate_prepare_v(const flashprefill_prepare_v_params *p);
 

@@ -168,8 +168,10 @@ def test_header_compiles_alone(tmp_path, compiler, flags):
                       "    flashprefill_merge_state_params m = flashprefill_merge_state_params_init();\n"
                       "    flashprefill_query_params a = flashprefill_query_params_init();\n"
                       "    flashprefill_query_result r = flashprefill_query_result_init();\n"
+                      "    flashprefill_quantize_paged_params g = flashprefill_quantize_paged_params_init();\n"
                       "    return flashprefill_supports(&p) + flashprefill_quantize(&q, 0) + "
-                      "flashprefill_prepare_v(&v, 0) + flashprefill_merge_state(&m, 0) + flashprefill_query(&a, &r);\n}\n")
+                      "flashprefill_prepare_v(&v, 0) + flashprefill_merge_state(&m, 0) + flashprefill_query(&a, &r) + "
+                      "flashprefill_quantize_paged(&g, 0);\n}\n")
     subprocess.run([_compiler(compiler), *flags, "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
                     str(ROOT / "include"), "-c", str(source), "-o", str(tmp_path / "h.o")], check=True)
 

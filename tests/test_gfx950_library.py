@@ -38,6 +38,7 @@ def lib():
     lib.flashprefill_supports.restype = ctypes.c_int
     lib.flashprefill_forward.restype = ctypes.c_int
     lib.flashprefill_quantize.restype = ctypes.c_int
+    lib.flashprefill_quantize_paged.restype = ctypes.c_int
     lib.flashprefill_last_error.restype = ctypes.c_char_p
     return lib
 
@@ -160,6 +161,24 @@ def test_quantize_prepared_layout_is_hoppers(lib):
     p.codes_stride_batch, p.codes_stride_seq, p.codes_stride_head, p.codes_stride_dim = 4 * 128 * 304, 1, 128 * 304, 304
     assert lib.flashprefill_quantize(ctypes.byref(p), None) == Status.ERROR_NOT_SUPPORTED
     assert b"codes_layout PREPARED is Hopper's" in lib.flashprefill_last_error()
+
+
+def test_quantize_varlen_and_paged_are_hoppers(lib):
+    """The packed (varlen) quantizer and the paged cache writer (valid params): no gfx950 kernel, NOT_SUPPORTED
+    with the reason, before any device work."""
+    from flashprefill._params import QuantizePagedParams
+    p = quantize_params()
+    p.cu_seqlens, p.seqlen, p.total, p.max_seqlen = 0x7F3000000000, 0, 600, 300
+    p.x_stride_batch = p.codes_stride_batch = 0
+    assert lib.flashprefill_quantize(ctypes.byref(p), None) == Status.ERROR_NOT_SUPPORTED
+    assert b"variable-length quantization (cu_seqlens) has no gfx950 kernel" in lib.flashprefill_last_error()
+    paged = QuantizePagedParams(x=0x7F0000000000, slot_mapping=0x7F1000000000, codes=0x7F2000000000,
+                                exponents=0x7F3000000000, tokens=5, heads_kv=2, dim=128, num_pages=8, page_size=16,
+                                x_dtype=DType.BF16, x_stride_token=256, x_stride_head=128, x_stride_dim=1,
+                                codes_stride_page=16 * 256, codes_stride_row=256, codes_stride_head=128,
+                                codes_stride_dim=1)
+    assert lib.flashprefill_quantize_paged(ctypes.byref(paged), None) == Status.ERROR_NOT_SUPPORTED
+    assert b"flashprefill_quantize_paged has no gfx950 kernel" in lib.flashprefill_last_error()
 
 
 @markers.without_hip_runtime

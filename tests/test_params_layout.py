@@ -13,13 +13,14 @@ import pytest
 
 import markers
 
-from flashprefill._params import (Descale, DescaleKind, DType, MergeStateParams, Params, PrepareVParams, QuantizeParams,
-                                  QueryParams, QueryResult, Status, VLayout)
+from flashprefill._params import (Descale, DescaleKind, DType, MergeStateParams, Params, PrepareVParams,
+                                  QuantizePagedParams, QuantizeParams, QueryParams, QueryResult, Status, VLayout)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "flashprefill.h"
 C_TYPES = {Params: "flashprefill_params", Descale: "flashprefill_descale",
-           QuantizeParams: "flashprefill_quantize_params", PrepareVParams: "flashprefill_prepare_v_params",
+           QuantizeParams: "flashprefill_quantize_params", QuantizePagedParams: "flashprefill_quantize_paged_params",
+           PrepareVParams: "flashprefill_prepare_v_params",
            MergeStateParams: "flashprefill_merge_state_params", QueryParams: "flashprefill_query_params",
            QueryResult: "flashprefill_query_result"}
 
@@ -109,8 +110,8 @@ def test_enums_match_header(enum, c_type, prefix):
     assert {f"{prefix}{member.name}": int(member) for member in enum} == header_enum(c_type)
 
 
-@pytest.mark.parametrize("struct", [Params, QuantizeParams, PrepareVParams, MergeStateParams, QueryParams, QueryResult],
-                         ids=lambda s: C_TYPES[s])
+@pytest.mark.parametrize("struct", [Params, QuantizeParams, QuantizePagedParams, PrepareVParams, MergeStateParams,
+                                    QueryParams, QueryResult], ids=lambda s: C_TYPES[s])
 def test_struct_bytes_defaults_to_the_c_size(c_layout, struct):
     """A new mirror carries its size first, as the header's *_init() functions set it; an explicit value stays."""
     assert struct().struct_bytes == c_layout[(C_TYPES[struct], "")][1]

@@ -5,15 +5,16 @@
 call that needs it. Every failure of a call is an Error (NoDeviceError, LibraryNotFoundError among them), but
 TypeError / ValueError for arguments no library could take.
 """
-from . import fp8, policy, prepare, reference
+from . import fp8, paged, policy, prepare, reference
 from ._arrays import DeviceArray
 from ._errors import Error, LibraryNotFoundError, NoDeviceError
 from ._params import DescaleKind, DType, Status
 from .api import attention, prepare_v, quantize_fp8, quantize_qkv, supports, version
 from .merge import merge_state
+from .paged import PagedCache, quantize_paged
 from .prepared_v import PreparedV
 from .scales import BlockScales
 
 __all__ = ["BlockScales", "DType", "DescaleKind", "DeviceArray", "Error", "LibraryNotFoundError", "NoDeviceError",
-           "PreparedV", "Status", "attention", "fp8", "merge_state", "policy", "prepare", "prepare_v", "quantize_fp8",
-           "quantize_qkv", "reference", "supports", "version"]
+           "PagedCache", "PreparedV", "Status", "attention", "fp8", "merge_state", "paged", "policy", "prepare",
+           "prepare_v", "quantize_fp8", "quantize_paged", "quantize_qkv", "reference", "supports", "version"]

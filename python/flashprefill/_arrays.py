@@ -24,12 +24,13 @@ import numpy
 from . import _devices
 
 # Element sizes of the dtypes the library takes, by numpy name.
-ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int8": 1}
+ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int8": 1, "int32": 4}
 _NUMPY_DTYPES = {
     "bfloat16": numpy.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": numpy.dtype(ml_dtypes.float8_e4m3fn),
     "float32": numpy.dtype(numpy.float32),
     "int8": numpy.dtype(numpy.int8),
+    "int32": numpy.dtype(numpy.int32),
 }
 _UNSIGNED_OF_SIZE = {1: numpy.uint8, 2: numpy.uint16, 4: numpy.uint32}
 
@@ -59,7 +60,7 @@ def _host_array_error(name):
 class DeviceArray:
     """Device memory given by a raw pointer, for callers without an array library.
 
-    ptr: device address (int); shape: tuple; dtype: 'bfloat16', 'float8_e4m3fn', 'float32', 'int8' or the
+    ptr: device address (int); shape: tuple; dtype: 'bfloat16', 'float8_e4m3fn', 'float32', 'int8', 'int32' or the
     matching numpy / ml_dtypes dtype; strides: in ELEMENTS, as in the C ABI (None: row-major);
     device: CUDA device ordinal; owner: any object that keeps the memory alive.
     Exposes `__cuda_array_interface__` (v3, no stream: the caller orders its own work).
@@ -219,7 +220,8 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM = 1, 2, 3, 10
 BACKEND_OF_DLPACK_DEVICE = {KDL_CUDA: "cuda", KDL_ROCM: "hip"}
 DLPACK_FLAG_READ_ONLY = 1 << 0
 # (DLDataTypeCode, bits, lanes) -> dtype; kDLInt = 0, kDLFloat = 2, kDLBfloat = 4, kDLFloat8_e4m3fn = 10.
-_DLPACK_DTYPES = {(0, 8, 1): "int8", (2, 32, 1): "float32", (4, 16, 1): "bfloat16", (10, 8, 1): "float8_e4m3fn"}
+_DLPACK_DTYPES = {(0, 8, 1): "int8", (0, 32, 1): "int32", (2, 32, 1): "float32", (4, 16, 1): "bfloat16",
+                  (10, 8, 1): "float8_e4m3fn"}
 
 
 class DLDevice(ctypes.Structure):
@@ -400,7 +402,7 @@ def device_of(obj, name):
 
 # torch dtypes read directly (the rest go through DLPack, which names or refuses them), keyed by the torch dtype
 # itself once torch is imported: str(dtype) costs a microsecond a tensor.
-_TORCH_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float32", "int8")
+_TORCH_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float32", "int8", "int32")
 
 
 @functools.lru_cache(maxsize=1)

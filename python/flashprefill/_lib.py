@@ -14,7 +14,8 @@ import os
 import pathlib
 
 from ._errors import LibraryNotFoundError
-from ._params import MergeStateParams, Params, PrepareVParams, QuantizeParams, QueryParams, QueryResult
+from ._params import (MergeStateParams, Params, PrepareVParams, QuantizePagedParams, QuantizeParams, QueryParams,
+                      QueryResult)
 
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
@@ -64,6 +65,12 @@ def _declare(lib):
     # flashprefill_status flashprefill_quantize(const flashprefill_quantize_params *p, void *stream);
     lib.flashprefill_quantize.argtypes = [ctypes.POINTER(QuantizeParams), ctypes.c_void_p]
     lib.flashprefill_quantize.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream);
+    # From 0.10.0: an older library lacks it, and quantize_paged says so (paged.py).
+    if hasattr(lib, "flashprefill_quantize_paged"):
+        lib.flashprefill_quantize_paged.argtypes = [ctypes.POINTER(QuantizePagedParams), ctypes.c_void_p]
+        lib.flashprefill_quantize_paged.restype = ctypes.c_int
 
     # flashprefill_status flashprefill_prepare_v(const flashprefill_prepare_v_params *p, void *stream);
     lib.flashprefill_prepare_v.argtypes = [ctypes.POINTER(PrepareVParams), ctypes.c_void_p]

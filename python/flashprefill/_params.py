@@ -126,6 +126,29 @@ class QuantizeParams(SizedStruct):
         ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
         ("code_max", ctypes.c_float),  # 0 for 448
         ("codes_layout", ctypes.c_int),  # flashprefill_v_layout: DEFAULT, or PREPARED for v
+        ("cu_seqlens", ctypes.c_void_p),  # const int32_t *, varlen: batch + 1 row bounds; NULL: equal lengths
+        ("total", ctypes.c_int32),  # varlen: rows of x and codes
+        ("max_seqlen", ctypes.c_int32),  # varlen: the largest length
+    ]
+
+
+class QuantizePagedParams(SizedStruct):
+    """flashprefill_quantize_paged_params: new token rows (float) into an e4m3 paged cache and its page exponents."""
+    _fields_ = [
+        ("struct_bytes", ctypes.c_uint32),
+        ("x", ctypes.c_void_p),
+        ("slot_mapping", ctypes.c_void_p),  # const int32_t *
+        ("codes", ctypes.c_void_p),
+        ("exponents", ctypes.c_void_p),
+        ("signs", ctypes.c_void_p),
+        *[(f"x_stride_{axis}", ctypes.c_int64) for axis in ("token", "head", "dim")],
+        *[(f"codes_stride_{axis}", ctypes.c_int64) for axis in ("page", "row", "head", "dim")],
+        ("tokens", ctypes.c_int32),
+        ("heads_kv", ctypes.c_int32),
+        ("dim", ctypes.c_int32),
+        ("num_pages", ctypes.c_int32),
+        ("page_size", ctypes.c_int32),
+        ("x_dtype", ctypes.c_int),  # flashprefill_dtype: BF16 or FP32
     ]
 
 

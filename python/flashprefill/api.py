@@ -239,7 +239,7 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
 
 
 def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, layout="default", codes=None,
-                 exponents=None, stream=None):
+                 exponents=None, cu_seqlens=None, max_seqlen=None, stream=None):
     """Per-block power-of-two FP8 quantization on the GPU (flashprefill_quantize): x ≈ codes · 2^exponents[b, h,
     token // block], after an optional rotation and smoothing of each token row: y = H diag(signs) (x - subtract).
 
@@ -253,25 +253,44 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, lay
     codes, exponents: optional outputs to write (float8_e4m3fn (batch, seq, heads, dim), any strides the ABI
     takes, or with layout "prepared" (batch, heads, dim, positions) as prepare_v's `out`; int8 (batch, heads,
     ceil(seq / block)), contiguous); by default new arrays of x's library.
+    cu_seqlens, max_seqlen: a packed (varlen) batch, as attention's varlen form: x (total, heads, dim), sequence b its
+    rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1 (cu_seqlens: int32 device array (batch + 1,), contiguous; max_seqlen:
+    int, the largest length, given since reading it from the device would wait for it). Each sequence's blocks
+    count from its first token; codes (total, heads, dim), exponents (batch, heads, ceil(max_seqlen / block)),
+    subtract (batch, heads, dim) one vector per sequence; layout "default" only. Slots past a sequence's blocks and
+    rows outside every sequence are left as they are; a sequence whose bounds are not valid gets -128 in every slot.
     Returns (codes, BlockScales(exponents, block)); pass the BlockScales as the tensor's descale.
     Bit-identical to fp8.quantize_blocks(prepare.transform(x, signs, subtract), block, code_max) (and, prepared,
-    to prepare_v of that). Enqueued on `stream` (default: the current stream of x's library).
+    to prepare_v of that; packed, to fp8.quantize_blocks_varlen(prepare.transform_varlen(...))). Enqueued on `stream`
+    (default: the current stream of x's library).
     """
     if layout not in _V_LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(_V_LAYOUTS)}, got {layout!r}")
+    if not isinstance(block, int) or block <= 0:
+        raise ValueError(f"block must be an int > 0, got {block!r}")
+    varlen = cu_seqlens is not None
+    if varlen and layout != "default":
+        raise ValueError(f"layout {layout!r} takes the equal-length form (cu_seqlens None)")
+    if varlen and not (isinstance(max_seqlen, int) and max_seqlen > 0):
+        raise ValueError(f"cu_seqlens needs max_seqlen, an int > 0 (the largest length), got {max_seqlen!r}")
     with _library_call(x, "x", stream) as (library, device, handle, keep):
         xt = _adapt(x, "x", handle, keep)
-        if len(xt.shape) != 4:
-            raise ValueError(f"x must be 4-d (batch, seq, heads, dim), got shape {xt.shape}")
         if xt.dtype not in _QUANTIZE_DTYPES:
             raise TypeError(f"x must be bfloat16 or float32, got {xt.dtype}")
-        batch, seqlen, heads, dim = xt.shape
-        if not isinstance(block, int) or block <= 0:
-            raise ValueError(f"block must be an int > 0, got {block!r}")
-        blocks = -(-seqlen // block)
+        if varlen:
+            st = _adapt(cu_seqlens, "cu_seqlens", handle, keep)
+            shape, batch, seqlen = _varlen_quantize_shape(xt, st)
+            slots = max_seqlen
+        else:
+            if len(xt.shape) != 4:
+                raise ValueError(f"x must be 4-d (batch, seq, heads, dim), got shape {xt.shape}")
+            shape, (batch, seqlen) = xt.shape, xt.shape[:2]
+            slots = seqlen
+        heads, dim = shape[-2:]
+        blocks = -(-slots // block)
         prepared = layout == "prepared"
         if codes is None:
-            codes_shape = (batch, heads, dim, prepared_v.positions(seqlen)) if prepared else (batch, seqlen, heads, dim)
+            codes_shape = (batch, heads, dim, prepared_v.positions(seqlen)) if prepared else shape
             codes = _arrays.empty(codes_shape, "float8_e4m3fn", x, handle)
         if exponents is None:
             exponents = _arrays.empty((batch, heads, blocks), "int8", x, handle)
@@ -282,28 +301,42 @@ def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, lay
         elif ct.dtype != "float8_e4m3fn" or ct.shape != xt.shape:
             raise ValueError(f"codes must be float8_e4m3fn of x's shape {xt.shape}, got {ct.dtype} {ct.shape}")
         if et.dtype != "int8" or et.shape != (batch, heads, blocks) or not et.is_contiguous():
-            raise ValueError(f"exponents must be contiguous int8 of shape (batch, heads, ceil(seq / block)) = "
-                             f"{(batch, heads, blocks)}, got {et.dtype} {et.shape} with strides {et.strides}")
+            raise ValueError(f"exponents must be contiguous int8 of shape (batch, heads, ceil("
+                             f"{'max_seqlen' if varlen else 'seq'} / block)) = {(batch, heads, blocks)}, got "
+                             f"{et.dtype} {et.shape} with strides {et.strides}")
         extra = {}
-        for value, name, shape in ((signs, "signs", (dim,)), (subtract, "subtract", (batch, heads, dim))):
+        for value, name, expected in ((signs, "signs", (dim,)), (subtract, "subtract", (batch, heads, dim))):
             if value is None:
                 continue
             tensor = _adapt(value, name, handle, keep)
-            if tensor.dtype != "float32" or tensor.shape != shape or not tensor.is_contiguous():
-                raise ValueError(f"{name} must be a contiguous float32 array of shape {shape}, got {tensor.dtype} "
+            if tensor.dtype != "float32" or tensor.shape != expected or not tensor.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous float32 array of shape {expected}, got {tensor.dtype} "
                                  f"{tensor.shape} with strides {tensor.strides}")
             extra[name] = tensor.ptr
         _check_same_device(keep, device, "x")
-        params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=seqlen, heads=heads,
-                                dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype], code_max=code_max,
-                                codes_layout=_V_LAYOUTS[layout], **extra)
-        # a prepared output (batch, heads, dim, positions) as the ABI's (batch, seq, heads, dim) strides
+        if varlen:
+            extra.update(cu_seqlens=st.ptr, total=shape[0], max_seqlen=max_seqlen)
+        params = QuantizeParams(x=xt.ptr, codes=ct.ptr, exponents=et.ptr, batch=batch, seqlen=0 if varlen else seqlen,
+                                heads=heads, dim=dim, block_tokens=block, x_dtype=_QUANTIZE_DTYPES[xt.dtype],
+                                code_max=code_max, codes_layout=_V_LAYOUTS[layout], **extra)
+        # a prepared output (batch, heads, dim, positions) as the ABI's (batch, seq, heads, dim) strides; a packed one
+        # as one batch of total rows (stride_batch 0)
         codes_strides = (ct.strides[0], ct.strides[3], ct.strides[1], ct.strides[2]) if prepared else ct.strides
         for prefix, strides in (("x", xt.strides), ("codes", codes_strides)):
-            for axis, stride in zip(("batch", "seq", "head", "dim"), strides):
+            for axis, stride in zip(("batch", "seq", "head", "dim"), (0, *strides) if varlen else strides):
                 setattr(params, f"{prefix}_stride_{axis}", stride)
         _check(library.flashprefill_quantize(ctypes.byref(params), handle), library)
     return (PreparedV(codes, seqlen) if prepared else codes), BlockScales(exponents, block)
+
+
+def _varlen_quantize_shape(xt, st):
+    """(x's shape, batch, 0) of a packed quantize_fp8 call, after the checks of x and cu_seqlens the ABI cannot make."""
+    if len(xt.shape) != 3:
+        raise ValueError(f"with cu_seqlens, x must be 3-d (total, heads, dim), got shape {xt.shape}")
+    if st.dtype != "int32" or len(st.shape) != 1 or st.shape[0] < 2 or not st.is_contiguous():
+        raise ValueError(f"cu_seqlens must be contiguous int32 of shape (batch + 1,), batch >= 1, got {st.dtype} "
+                         f"{st.shape} with strides {st.strides}")
+    return xt.shape, st.shape[0] - 1, 0
 
 
 def _check_prepared_out(t, name, batch, seqlen, heads, dim):

@@ -17,6 +17,7 @@ E4M3_NAN_CODE = 0x7F
 E4M3_MAX_CODE = 0x7E
 LOG2_E = 1.4426950408889634
 EXPONENT_SPAN = 64  # quantize_blocks: the most the block exponents of one (batch, head) differ
+ZERO_BLOCK = -128  # block_exponents of a block of zeros: below every exponent a quantizer writes
 
 
 def array_module(x):
@@ -82,6 +83,22 @@ def block_scales(exponents, seqlen, block_tokens):
     return xp.ldexp(1.0, exponents.astype(xp.int32)[:, :, token_block]).transpose(0, 2, 1)
 
 
+def block_exponents(amax, code_max=E4M3_MAX):
+    """int32 exponents of blocks whose largest magnitudes are `amax` (float32, any shape): the smallest e with
+    amax <= code_max·2^e, clamped to [-127, 127]; 0 where amax is inf or NaN; ZERO_BLOCK where it is 0.
+    code_max: a normal e4m3 value in [2^-6, 448]."""
+    if code_max not in _E4M3_VALUES[(_E4M3_VALUES >= 2.0**-6) & (_E4M3_VALUES <= E4M3_MAX)]:
+        raise ValueError(f"code_max must be a normal e4m3 value in [2^-6, 448], got {code_max!r}")
+    xp = array_module(amax)
+    # amax = f·2^k and code_max = g·2^c, f and g in [0.5, 1): amax <= code_max·2^e  <=>  e >= k - c + (f > g).
+    code_fraction, code_power = np.frexp(np.float64(code_max))
+    fraction, power = xp.frexp(xp.asarray(amax).astype(xp.float64))
+    exponent = xp.clip(power.astype(xp.int32) - int(code_power) + (fraction > code_fraction).astype(xp.int32),
+                       -127, 127)
+    exponent = xp.where(xp.isfinite(amax), exponent, 0)  # inf or NaN in the block
+    return xp.where(amax == 0, ZERO_BLOCK, exponent).astype(xp.int32)
+
+
 def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     """Per-block power-of-two quantization: x ≈ e4m3_decode(codes) · 2^e.
 
@@ -109,21 +126,49 @@ def quantize_blocks(x, block_tokens=128, code_max=E4M3_MAX):
     padded = xp.zeros((batch, n_blocks * block_tokens, heads, dim), dtype=xp.float32)
     padded[:, :seqlen] = xp.abs(x32)
     amax = padded.reshape(batch, n_blocks, block_tokens, heads, dim).max(axis=(2, 4)).transpose(0, 2, 1)
-    # amax = f·2^k and code_max = g·2^c, f and g in [0.5, 1): amax <= code_max·2^e  <=>  e >= k - c + (f > g).
-    if code_max not in _E4M3_VALUES[(_E4M3_VALUES >= 2.0**-6) & (_E4M3_VALUES <= E4M3_MAX)]:
-        raise ValueError(f"code_max must be a normal e4m3 value in [2^-6, 448], got {code_max!r}")
-    code_fraction, code_power = np.frexp(np.float64(code_max))
-    fraction, power = xp.frexp(amax.astype(xp.float64))
-    exponent = xp.clip(power.astype(xp.int32) - int(code_power) + (fraction > code_fraction).astype(xp.int32),
-                       -127, 127)
-    exponent = xp.where(xp.isfinite(amax), exponent, 0)  # inf or NaN in the block (NaN != 0 below)
-    counted = amax != 0
+    exponent = block_exponents(amax, code_max)
+    counted = exponent != ZERO_BLOCK
     head_max = xp.where(counted, exponent, -(1 << 30)).max(axis=2, keepdims=True)
     head_max = xp.where(counted.any(axis=2, keepdims=True), head_max, 0)
     exponent = xp.where(counted, xp.maximum(exponent, head_max - EXPONENT_SPAN), head_max)
     exponents = xp.ascontiguousarray(exponent.astype(xp.int8))  # contiguous, as BlockScales takes them
     scaled = x32.astype(xp.float64) / block_scales(exponents, seqlen, block_tokens)[..., None]
     return e4m3_encode(scaled.astype(xp.float32)), exponents
+
+
+def varlen_bounds(cu_seqlens, total, max_seqlen):
+    """[(begin, end)] of each sequence of a packed batch (host ints), None for one whose bounds are not valid (begin
+    < 0, end < begin, end > total, or longer than max_seqlen): flashprefill_quantize leaves its rows and fills its
+    exponent slots with -128."""
+    bounds = [int(b) for b in np.asarray(cu_seqlens)]
+    return [(begin, end) if 0 <= begin <= end <= total and end - begin <= max_seqlen else None
+            for begin, end in zip(bounds[:-1], bounds[1:])]
+
+
+def quantize_blocks_varlen(x, cu_seqlens, max_seqlen, block_tokens=128, code_max=E4M3_MAX, codes=None,
+                           exponents=None):
+    """quantize_blocks of each sequence of a packed (varlen) batch, as flashprefill_quantize with cu_seqlens.
+
+    x: float (total, heads, dim) (prepare.transform_varlen of the input); cu_seqlens: host ints (batch + 1).
+    codes, exponents: what the outputs held before, uint8 (total, heads, dim) and int8 (batch, heads,
+    ceil(max_seqlen / block_tokens)) (default zeros), copied: rows outside every sequence and exponent slots past a
+    sequence's blocks keep their values; a sequence whose bounds are not valid (varlen_bounds) keeps its rows and gets
+    -128 in every slot. Returns the new codes and exponents.
+    """
+    xp = array_module(x)
+    total, heads, dim = x.shape
+    slots = -(-max_seqlen // block_tokens)
+    codes = xp.zeros((total, heads, dim), xp.uint8) if codes is None else codes.copy()
+    exponents = xp.zeros((len(cu_seqlens) - 1, heads, slots), xp.int8) if exponents is None else exponents.copy()
+    for b, bound in enumerate(varlen_bounds(cu_seqlens, total, max_seqlen)):
+        if bound is None:
+            exponents[b] = -128
+        elif bound[1] > bound[0]:
+            begin, end = bound
+            sequence_codes, sequence_exponents = quantize_blocks(x[None, begin:end], block_tokens, code_max)
+            codes[begin:end] = sequence_codes[0]
+            exponents[b, :, :sequence_exponents.shape[2]] = sequence_exponents[0]
+    return codes, exponents
 
 
 def dequantize_blocks(codes, exponents, block_tokens=128):

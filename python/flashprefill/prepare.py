@@ -77,6 +77,22 @@ def transform(x, signs=None, subtract=None):
     return xp.concatenate(parts, axis=-1)
 
 
+def transform_varlen(x, cu_seqlens, signs=None, subtract=None):
+    """transform of a packed (varlen) batch, bit for bit as flashprefill_quantize with cu_seqlens: x float (total,
+    heads, dim); cu_seqlens host ints (batch + 1); subtract float32 (batch, heads, dim), sequence b's from its rows
+    (rows outside every valid sequence, fp8.varlen_bounds, are transformed without it). float32 (total, heads, dim)."""
+    xp = fp8.array_module(x)
+    y = xp.asarray(x, dtype=xp.float32)
+    if subtract is not None:
+        rows = xp.zeros(y.shape, xp.float32)  # x - 0 is x exactly
+        subtract = xp.asarray(subtract, dtype=xp.float32)
+        for b, bound in enumerate(fp8.varlen_bounds(cu_seqlens, y.shape[0], y.shape[0])):
+            if bound is not None:
+                rows[bound[0]:bound[1]] = subtract[b]
+        y = y - rows
+    return transform(y[None], signs)[0]
+
+
 def key_mean(k):
     """float32 (batch, heads, dim): k's mean over tokens (computed in float64), what K smoothing subtracts."""
     xp = fp8.array_module(k)
