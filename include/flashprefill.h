@@ -199,8 +199,8 @@ typedef struct flashprefill_params {
  * inf or NaN takes e = 0 before that floor (it counts toward the head's largest e and is raised like the others).
  * codes = e4m3(y / 2^e), round to nearest even, saturating at 448; NaN stays NaN. code_max is
  * 448, or smaller for q's codes where the attention takes float16 scores (1.125 at dim_qk 128, 0.75 at 192: see
- * FLASHPREFILL_SCORES_FP16). The numpy model, bit for bit: flashprefill.prepare.transform then
- * flashprefill.fp8.quantize_blocks. */
+ * FLASHPREFILL_SCORES_FP16). The numpy model, bit for bit (a zero code's sign aside):
+ * flashprefill.prepare.transform then flashprefill.fp8.quantize_blocks. */
 typedef struct flashprefill_quantize_params {
     uint32_t struct_bytes; /* sizeof(flashprefill_quantize_params): set by flashprefill_quantize_params_init() */
     const void *x;       /* (batch, seqlen, heads, dim), x_dtype; 16-byte aligned */

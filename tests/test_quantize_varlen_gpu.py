@@ -54,7 +54,10 @@ def _model(x, cu_seqlens, max_seqlen, block, signs=None, subtract=None):
 
 def _assert_equal(got, expected):
     for name, mine, model in zip(("codes", "exponents"), got, expected):
+        # a zero's sign is the rotation's order of additions (a smoothed one-row sequence is all zeros): not compared
         mismatch = mine != model
+        if name == "codes":
+            mismatch &= ((mine & 0x7F) != 0) | ((model & 0x7F) != 0)
         assert not mismatch.any(), (f"{mismatch.sum()} of {mine.size} {name} differ, first at "
                                     f"{np.argwhere(mismatch)[0].tolist()}")
 
