@@ -482,6 +482,15 @@ class _StreamHandle:
         return (0, self.handle)
 
 
+def synchronize(stream, like):
+    """Waits on the host until the work enqueued on `stream` (a cudaStream_t handle) has run, through `like`'s
+    library (torch, else CuPy)."""
+    if is_torch(like):
+        sys.modules["torch"].cuda.ExternalStream(stream).synchronize()
+        return
+    _devices.cupy("synchronizing a stream").cuda.runtime.streamSynchronize(stream)
+
+
 def on_device(like, device):
     """A context in which `device` is the current device, set through `like`'s library (torch, CuPy); other
     producers (DeviceArray, foreign DLPack) leave the caller's current device as it is."""
