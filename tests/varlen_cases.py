@@ -193,20 +193,21 @@ def paged_case(rng, lengths_q, lengths_k, heads, dims, kind, page_size, spare_pa
 
 
 def p_rounding_floor(q, k, v, causal, p_dtype="e4m3"):
-    """float64 attention of one sequence ((n, heads, dim) each) whose only roundings are P to p_dtype at 2^8 times
-    the row max and the output to bf16; rows that see no key 0."""
+    """float64 attention of one sequence ((n, heads, dim) each, numpy or CuPy) whose only roundings are P to p_dtype
+    at 2^8 times the row max and the output to bf16; rows that see no key 0."""
+    xp = fp8.array_module(q)
     rep = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, rep, 1), np.repeat(v, rep, 1)
-    s = np.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0)) / np.sqrt(q.shape[-1])  # (heads, queries, keys)
+    k, v = xp.repeat(k, rep, 1), xp.repeat(v, rep, 1)
+    s = xp.matmul(q.transpose(1, 0, 2), k.transpose(1, 2, 0)) / np.sqrt(q.shape[-1])  # (heads, queries, keys)
     if causal:
-        keys, rows = np.arange(k.shape[0]), np.arange(q.shape[0])
-        s = np.where(keys[None, :] > rows[:, None] + (k.shape[0] - q.shape[0]), -np.inf, s)
-    row_max = s.max(-1, keepdims=True, initial=-np.inf)
-    seen = row_max > -np.inf
-    p = np.exp(s - np.where(seen, row_max, 0.0)) * 256
-    rounded = ga.to_f64(ga.to_e4m3(p.astype(np.float32)))
-    out = (np.matmul(rounded, v.transpose(1, 0, 2)) / np.where(seen, p.sum(-1, keepdims=True), 1.0)).transpose(1, 0, 2)
-    return ga.to_f64(ga.to_bf16(out))
+        keys, rows = xp.arange(k.shape[0]), xp.arange(q.shape[0])
+        s = xp.where(keys[None, :] > rows[:, None] + (k.shape[0] - q.shape[0]), -xp.inf, s)
+    row_max = s.max(-1, keepdims=True) if k.shape[0] else xp.full(s.shape[:2] + (1,), -xp.inf)
+    seen = row_max > -xp.inf
+    p = xp.exp(s - xp.where(seen, row_max, 0.0)) * 256
+    rounded = ga.to_f64(ga.to_e4m3(p.astype(xp.float32)))
+    out = xp.matmul(rounded, v.transpose(1, 0, 2)) / xp.where(seen, p.sum(-1, keepdims=True), 1.0)
+    return ga.to_f64(ga.to_bf16(out.transpose(1, 0, 2)))
 
 
 def check_structure(case, out, lse, ref_lse, seed):
@@ -243,9 +244,11 @@ def check_sequences(case, out, ref, bound_of, seed):
                               f"keys): {reference.error_report(out[rows], ref[rows])}; {name} {bound:.3e}")
 
 
-def fp8_floor_bound(case, causal):
-    """bound_of for fp8: 1.5x the P-and-output rounding floor of the sequence."""
+def fp8_floor_bound(case, causal, device=np.asarray):
+    """bound_of for fp8: 1.5x the P-and-output rounding floor of the sequence, computed on the arrays `device` makes
+    of its values (cupy.asarray: on the GPU)."""
     def bound_of(b, ref_rows):
-        floor = reference.relative_l2(p_rounding_floor(*case.sequence_values(b), causal), ref_rows)
+        floor = p_rounding_floor(*(device(x) for x in case.sequence_values(b)), causal)
+        floor = reference.relative_l2(floor if isinstance(floor, np.ndarray) else floor.get(), ref_rows)
         return 1.5 * floor, "1.5x the P-and-output-rounding floor"
     return bound_of
