@@ -188,7 +188,7 @@ def test_workspace_reused_and_calls_deterministic():
         f"seed {seed}: repeated calls differ"
 
 
-def _corrupt(case, name, rng):
+def _corrupt(case, name):
     """The Case's arguments with one device array holding values the check kernel must refuse."""
     args = _arguments(case)
     cu_q, cu_k = case.cu_q.copy(), None if case.cu_k is None else case.cu_k.copy()
@@ -227,7 +227,7 @@ def test_check_refuses_bad_device_arrays(name):
         case = vc.paged_case(rng, lengths, lengths, (4, 2), (128, 128), "bf16", 64)
     else:
         case = vc.varlen_case(rng, lengths, lengths, (4, 2), (128, 128), "bf16", rows_k=rows_k)
-    args = _corrupt(case, name, rng)
+    args = _corrupt(case, name)
     out = ga.to_bf16(ga.randn((case.q.data.shape[0], 4, 128), seed))
     with pytest.raises(fp.Error) as info:
         fp.attention_varlen(**args, out=out, return_lse=True, check=True)

@@ -129,9 +129,8 @@ def _kv_views(qt, kt, vt, paged):
         if len(tensor.shape) != ndim:
             raise ValueError(f"{name} must be {ndim}-d {kv_axes} {'with' if paged else 'without'} block_table, got "
                              f"shape {tensor.shape}")
-    total_q, heads_q, dim_qk = qt.shape
     *rows, heads_kv, dim_v = vt.shape
-    if kt.shape != (*rows, heads_kv, dim_qk):
+    if kt.shape != (*rows, heads_kv, qt.shape[2]):
         raise ValueError(f"shapes do not match: q {qt.shape}, k {kt.shape}, v {vt.shape}; expected q (total_q, heads_q, "
                          f"dim_qk), k and v {kv_axes} of dim_qk and dim_v")
     if paged:  # the page is the ABI's batch axis
@@ -244,7 +243,6 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     options = _Options(causal, softmax_scale, q_descale, k_descale, v_descale, probabilities, scores)
     check = _flag(check, "check")
     with _library_call(q, "q", stream) as (library, device, handle, keep):
-        _require(library, "flashprefill_workspace_bytes")
         batch = _adapt_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table,
                              handle, keep)
         if out is None:
