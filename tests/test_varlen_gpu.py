@@ -59,13 +59,12 @@ def _poisoned_out(case, dim_v, seed):
     return out, ga.copy(out[rows:])
 
 
-def _run(case, causal, seed, **extra):
+def _run(case, causal, seed):
     """(out, lse) of attention_varlen on the Case with check=True, float64 and float32 on the host, after asserting
     that the rows past the sequences are unchanged."""
     dim_v = case.v.data.shape[-1]
     out, tail = _poisoned_out(case, dim_v, seed)
-    result, lse = fp.attention_varlen(**_arguments(case), causal=causal, out=out, return_lse=True, check=True,
-                                      **extra)
+    result, lse = fp.attention_varlen(**_arguments(case), causal=causal, out=out, return_lse=True, check=True)
     ga.synchronize()
     assert result is out and lse.shape == (case.q.data.shape[1], case.q.data.shape[0]) and lse.dtype == cp.float32
     assert ga.equal(out[case.cu_q[-1]:], tail), f"seed {seed}: rows past cu_seqlens_q[batch] were written"
@@ -106,9 +105,9 @@ def _sdpa_bound(case, causal):
     return bound_of
 
 
-def _check(case, causal, seed, **extra):
+def _check(case, causal, seed):
     ref, ref_lse = case.reference(causal)
-    out, lse = _run(case, causal, seed, **extra)
+    out, lse = _run(case, causal, seed)
     vc.check_structure(case, out, lse, ref_lse, seed)
     if case.q.descale is None:
         vc.check_lse(case, lse, ref_lse, seed)
