@@ -60,3 +60,15 @@ extern "C" flashprefill_status fp_backend_check_device(const fp_named_pointer *p
             return s;
     return FLASHPREFILL_SUCCESS;
 }
+
+extern "C" flashprefill_status fp_backend_read_workspace_header(const void *workspace, int32_t header[4])
+{
+    const fp_named_pointer pointer = {"workspace", workspace};
+    flashprefill_status s = fp_backend_check_device(&pointer, 1);
+    if (s != FLASHPREFILL_SUCCESS)
+        return s;
+    const cudaError_t err = cudaMemcpy(header, workspace, 4 * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "reading the workspace back: %s", cudaGetErrorString(err));
+    return FLASHPREFILL_SUCCESS;
+}

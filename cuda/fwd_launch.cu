@@ -8,6 +8,7 @@
 #include "fwd/kernel.cuh"
 #include "launch_common.h"
 #include "tensor_map.cuh"
+#include "varlen_plan.cuh"
 
 namespace fp {
 namespace {
@@ -20,16 +21,44 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
     return {l.factors, l.exponents, l.stride_batch, l.stride_head, l.exponents ? l.block_tokens : 1};
 }
 
+// How the maps see the rows of a call: dense, each batch's seqlen rows; varlen, the packed rows as one batch; paged k
+// and v, pages as batches, loaded in boxes of page_box_rows rows (a divisor of the page and of every KV tile).
+struct RowsView {
+    int64_t q_rows, q_batches, kv_rows, kv_batches;
+    int kv_box_rows;  // 0: the kernel's KV tile
+};
+inline int page_box_rows(int page_size)
+{
+    return page_size < 64 ? page_size : 64;  // page_size: a power of two >= 16 (validation)
+}
+inline int log2_of(int power_of_two)
+{
+    int shift = 0;
+    while ((1 << shift) < power_of_two)
+        ++shift;
+    return shift;
+}
+inline RowsView rows_view(const flashprefill_params *p)
+{
+    if (!fp_is_varlen(p))
+        return {p->seqlen_q, p->batch, p->seqlen_k, p->batch, 0};
+    if (p->block_table == nullptr)
+        return {p->total_q, 1, p->total_k, 1, 0};
+    return {p->total_q, 1, p->page_size, p->num_pages, page_box_rows(p->page_size)};
+}
+
 // v's tensor maps: V's tiles as every tensor's, or a prepared v's rows of positions (FwdConfig::kVPrepared), read as
 // V^T's parts (VtLayout): positions 0-127 of a tile under the 128-byte swizzle, 128-191 under the 64-byte one.
 template <class Config>
-flashprefill_status encode_v_maps(FwdArgs &args, const flashprefill_params *p, CUtensorMapDataType type)
+flashprefill_status encode_v_maps(FwdArgs &args, const flashprefill_params *p, CUtensorMapDataType type,
+                                  const RowsView &view)
 {
     constexpr int kBytes = Config::Input::kBytes;
     if constexpr (!Config::kVPrepared) {
-        return encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes, {p->dim_v, p->seqlen_k, p->heads_kv, p->batch},
+        return encode_tensor_map(&args.tm_v, "v", p->v, type, kBytes,
+                                 {p->dim_v, view.kv_rows, p->heads_kv, view.kv_batches},
                                  {1, p->v_stride_seq, p->v_stride_head, p->v_stride_batch}, Config::kAtomColsV,
-                                 Config::kBlockN, Config::kSwizzleV);
+                                 view.kv_box_rows ? view.kv_box_rows : Config::kBlockN, Config::kSwizzleV);
     } else {
         const int64_t positions = (static_cast<int64_t>(p->seqlen_k) + 15) / 16 * 16;
         const int64_t extent[4] = {positions, p->dim_v, p->heads_kv, p->batch};
@@ -52,29 +81,48 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
 
     FwdArgs args{};
     flashprefill_status s;
-    if ((s = encode_tensor_map(&args.tm_q, "q", p->q, type, kBytes, {p->dim_qk, p->seqlen_q, p->heads_q, p->batch},
+    const RowsView view = rows_view(p);
+    if ((s = encode_tensor_map(&args.tm_q, "q", p->q, type, kBytes, {p->dim_qk, view.q_rows, p->heads_q, view.q_batches},
                                {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, Config::kAtomColsQk,
                                Config::kBlockM, Config::kSwizzleQk)) ||
-        (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes, {p->dim_qk, p->seqlen_k, p->heads_kv, p->batch},
+        (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes,
+                               {p->dim_qk, view.kv_rows, p->heads_kv, view.kv_batches},
                                {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomColsQk,
-                               Config::kBlockN, Config::kSwizzleQk)) ||
-        (s = encode_v_maps<Config>(args, p, type)))
+                               view.kv_box_rows ? view.kv_box_rows : Config::kBlockN, Config::kSwizzleQk)) ||
+        (s = encode_v_maps<Config>(args, p, type, view)))
         return s;
     args.out = static_cast<__nv_bfloat16 *>(p->out);
     args.out_stride_batch = p->out_stride_batch;
     args.out_stride_seq = p->out_stride_seq;
     args.out_stride_head = p->out_stride_head;
     args.lse = p->lse;
+    // varlen: the sequences index the descales as batches, seqlen_q and seqlen_k their largest lengths; paged
+    // PER_BLOCK k and v: one exponent per (page, kv head), a page being one block (flashprefill.h)
+    const bool paged = fp_is_varlen(p) && p->block_table != nullptr;
+    const int kv_descale_tokens = paged ? p->page_size : p->seqlen_k;
     args.q_descale = descale_arg(p->q_descale, p->heads_kv, p->heads_q, p->seqlen_q);
-    args.k_descale = descale_arg(p->k_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
-    args.v_descale = descale_arg(p->v_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
+    args.k_descale = descale_arg(p->k_descale, p->heads_kv, p->heads_kv, kv_descale_tokens);
+    args.v_descale = descale_arg(p->v_descale, p->heads_kv, p->heads_kv, kv_descale_tokens);
     args.seqlen_q = p->seqlen_q;
     args.seqlen_k = p->seqlen_k;
     args.heads_q = p->heads_q;
     args.heads_per_kv = p->heads_q / p->heads_kv;
     args.batch = p->batch;
     args.m_blocks = (p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
-    args.items = args.m_blocks * p->heads_q * p->batch;  // check_items: fits
+    // check_items: fits. Varlen: at most this many; the kernel reads the plan's count.
+    args.items = Config::kVarlen ? static_cast<int32_t>(fp_varlen_tiles_max(p) * p->heads_q)
+                                 : args.m_blocks * p->heads_q * p->batch;
+    if constexpr (Config::kVarlen) {
+        static_assert(Config::kBlockM == kVarlenTileRows, "the plan lists tiles of the kernel's query rows");
+        args.varlen_header = static_cast<const VarlenHeader *>(p->workspace);
+        args.varlen_tiles = reinterpret_cast<const VarlenTile *>(static_cast<const uint8_t *>(p->workspace) +
+                                                                 sizeof(VarlenHeader));
+        args.total_q = p->total_q;
+        args.block_table = p->block_table;
+        args.block_table_stride = p->block_table_stride;
+        args.page_shift = view.kv_box_rows ? log2_of(p->page_size) : 0;
+        args.box_shift = view.kv_box_rows ? log2_of(view.kv_box_rows) : 0;
+    }
 
     args.causal = p->causal;
     args.softmax_scale_log2 = p->softmax_scale * static_cast<float>(M_LOG2E);
@@ -97,16 +145,26 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
     args.section_heads = section_heads_for(args.m_blocks, p->heads_q, p->heads_kv, p->batch,
                                            static_cast<int64_t>(p->seqlen_k) * (p->dim_qk + p->dim_v) * kBytes,
                                            l2_bytes, grid);
+    if (Config::kVarlen && (s = varlen_plan(p, Config::kBlockN, static_cast<cudaStream_t>(stream))))
+        return s;
     kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;
 }
 
-// A kernel, and an e4m3-code one again for v in FLASHPREFILL_V_LAYOUT_PREPARED (VOperand::kPrepared).
+// A kernel, its varlen twin for varlen and paged calls, and an e4m3-code one again for v in
+// FLASHPREFILL_V_LAYOUT_PREPARED (VOperand::kPrepared).
 template <class Config>
+using VarlenOf = FwdConfig<Config::kDtype, Config::kHeadDimQk, Config::kHeadDimV, Config::kProbabilities,
+                           Config::kBlockN, Config::kScoresOption, false, true>;
+template <class Config, bool kWithVarlen>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
+    if constexpr (kWithVarlen) {
+        if (fp_is_varlen(p))
+            return launch_config<VarlenOf<Config>>(p, stream);
+    }
     if constexpr (Config::kPCodes) {
         using Prepared = FwdConfig<Config::kDtype, Config::kHeadDimQk, Config::kHeadDimV, Config::kProbabilities,
                                    Config::kBlockN, Config::kScoresOption, true>;
@@ -122,12 +180,17 @@ flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 constexpr int64_t kMaxItems = (int64_t{1} << 31) - (1 << 16);
 flashprefill_status check_items(const flashprefill_params *p)
 {
-    const int64_t items = (static_cast<int64_t>(p->seqlen_q) + 127) / 128 * p->heads_q * p->batch;
+    const int64_t items = fp_is_varlen(p) ? fp_varlen_tiles_max(p) * p->heads_q
+                                          : (static_cast<int64_t>(p->seqlen_q) + 127) / 128 * p->heads_q * p->batch;
     if (items > kMaxItems)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                        "%lld work items (query tiles of 128 rows x heads_q = %d x batch = %d) exceed this kernel's "
                        "limit of 2^31 - 65536",
                        static_cast<long long>(items), p->heads_q, p->batch);
+    if (fp_is_varlen(p) && varlen_levels(p->seqlen_k, 128) > kVarlenMaxLevels)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "varlen calls take seqlen_k (the longest sequence's keys) up to %d, got %d",
+                       (kVarlenMaxLevels - 1) * 128, p->seqlen_k);
     return FLASHPREFILL_SUCCESS;
 }
 static_assert(FwdConfig<FLASHPREFILL_DTYPE_BF16, 128, 128>::kBlockM == 128 &&
@@ -152,9 +215,11 @@ constexpr int lcm(int a, int b)
 // The v layouts a kernel reads: every e4m3-code kernel also a prepared v.
 constexpr uint32_t kVDefault = 1u << FLASHPREFILL_V_LAYOUT_DEFAULT;
 constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
+constexpr uint32_t kDense = FP_FORM_BIT(FP_FORM_DENSE);
+constexpr uint32_t kAllForms = kDense | FP_FORM_BIT(FP_FORM_VARLEN) | FP_FORM_BIT(FP_FORM_PAGED);
 
-// A kernel's table entry: every field but its name from its configuration.
-template <class Config>
+// A kernel's table entry: every field but its name from its configuration; kWithVarlen: a varlen twin is built.
+template <class Config, bool kWithVarlen = true>
 constexpr fp_kernel_entry kernel_entry(const char *name)
 {
     return {name,
@@ -167,8 +232,9 @@ constexpr fp_kernel_entry kernel_entry(const char *name)
             Config::kProbabilities,
             Config::kScoresOption,
             Config::kPCodes ? kVAny : kVDefault,
+            kWithVarlen ? kAllForms : kDense,
             check_items,
-            launch_fwd<Config>};
+            launch_fwd<Config, kWithVarlen>};
 }
 static_assert(lcm(128, 128) == 128 && lcm(128, 192) == 384, "PER_BLOCK blocks of 128 and 384 tokens");
 
@@ -192,13 +258,14 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
         "hopper_fwd_fp8_hd128_kv192_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_hd128_kv192"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128>>("hopper_fwd_fp8_hd128"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kFp16P>>("hopper_fwd_fp8_hd128_fp16p"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kFp16P>, false>("hopper_fwd_fp8_hd128_fp16p"),
     fp::kernel_entry<fp::FwdConfig<fp::kBf16, 192, 128>>("hopper_fwd_bf16_qk192_v128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192, fp::kF16S>>(
         "hopper_fwd_fp8_qk192_v128_kv192_f16s"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_qk192_v128_kv192"),
+    // no varlen twin: with varlen's registers ptxas spilled its consumers (the next kernel takes such calls)
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192>, false>("hopper_fwd_fp8_qk192_v128_kv192"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128>>("hopper_fwd_fp8_qk192_v128"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>>("hopper_fwd_fp8_qk192_v128_fp16p"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>, false>("hopper_fwd_fp8_qk192_v128_fp16p"),
 };
 extern "C" const int fp_backend_kernel_count = sizeof(fp_backend_kernels) / sizeof(fp_backend_kernels[0]);
 

@@ -14,6 +14,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void *ptr)
     return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
+// ld.global.nc.b32, volatile to the compiler: read where it stands, not hoisted out of a loop (a value read again
+// each round costs an L1 hit; held, it costs a register the thread does not have).
+__device__ __forceinline__ int32_t ld_global_nc_s32(const int32_t *ptr)
+{
+    int32_t v;
+    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
+    return v;
+}
+
 // ld.shared.b32 / st.shared.b32 (9.7.9.8, 9.7.9.10) at a shared-window address: never the generic path.
 __device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr)
 {

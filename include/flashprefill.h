@@ -177,7 +177,7 @@ typedef struct flashprefill_params {
     int32_t total_k;               /* rows of k and v (varlen; 0 with a paged cache) */
     const int32_t *block_table;    /* device, (batch, block_table_stride) int32 page ids; NULL: k, v not paged */
     int32_t block_table_stride;    /* entries per sequence, at least ceil(seqlen_k / page_size) */
-    int32_t page_size;             /* tokens per page: a multiple of 16 */
+    int32_t page_size;             /* tokens per page: a power of two, at least 16 */
     int32_t num_pages;             /* pages in k's and v's caches */
     void *workspace;               /* device, 16-byte aligned, flashprefill_workspace_bytes() of them: the work
                                       list the check kernel writes; one call at a time on it */

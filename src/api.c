@@ -1,7 +1,9 @@
 /* The C ABI's front end: status strings, the last error, flashprefill_query, and dispatch to the backend's
  * kernel table and launchers (src/backend.h): validation, the backend's limits, the device check, the launch.
  */
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "backend.h"
 #include "device_check.h"
@@ -60,13 +62,33 @@ static int accepts_descale(const fp_kernel_entry *e, const flashprefill_descale 
     return d->kind != FLASHPREFILL_DESCALE_PER_BLOCK || d->block_tokens % e->block_tokens_multiple == 0;
 }
 
+static fp_form form_of(const flashprefill_params *p)
+{
+    return !fp_is_varlen(p) ? FP_FORM_DENSE : p->block_table != NULL ? FP_FORM_PAGED : FP_FORM_VARLEN;
+}
+
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
-    return e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
+    return (e->forms & FP_FORM_BIT(form_of(p))) && e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
            e->dim_v == p->dim_v && e->probabilities == p->probabilities &&
            (p->scores == FLASHPREFILL_SCORES_DEFAULT || e->scores == p->scores) &&
            (e->v_layouts & (1u << (unsigned)p->v_layout)) && accepts_descale(e, &p->q_descale) &&
            accepts_descale(e, &p->k_descale) && accepts_descale(e, &p->v_descale);
+}
+
+/* flashprefill_params as 0.9 made it: the fields before the varlen ones. */
+#define FP_PARAMS_BYTES_0_9 ((uint32_t)offsetof(flashprefill_params, cu_seqlens_q))
+
+/* p as this version reads it: a 0.9 struct copied into *local with the later fields zero (an equal-length call), any
+   other returned as it is for validation to judge. */
+static const flashprefill_params *upgraded(const flashprefill_params *p, flashprefill_params *local)
+{
+    if (p == NULL || p->struct_bytes != FP_PARAMS_BYTES_0_9)
+        return p;
+    *local = flashprefill_params_init();
+    memcpy(local, p, FP_PARAMS_BYTES_0_9);
+    local->struct_bytes = (uint32_t)sizeof *local;
+    return local;
 }
 
 /* Validates p and finds its kernel; on failure sets the last error and returns NULL with *status set. A kernel
@@ -92,7 +114,7 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
     if (!refused_by_check)
         fp_fail(*status,
                 "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descales q %s, k %s, v %s, "
-                "probabilities %s, scores %s, v_layout %s (%d kernels built)",
+                "probabilities %s, scores %s, v_layout %s%s (%d kernels built)",
                 dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v,
                 descale_name(&p->q_descale, q_block, sizeof q_block),
                 descale_name(&p->k_descale, k_block, sizeof k_block),
@@ -101,15 +123,40 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
                 p->scores == FLASHPREFILL_SCORES_FP16   ? "FP16"
                 : p->scores == FLASHPREFILL_SCORES_FP32 ? "FP32"
                                                         : "DEFAULT",
-                p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED ? "PREPARED" : "DEFAULT", fp_backend_kernel_count);
+                p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED ? "PREPARED" : "DEFAULT",
+                form_of(p) == FP_FORM_PAGED ? ", paged KV" : form_of(p) == FP_FORM_VARLEN ? ", varlen" : "",
+                fp_backend_kernel_count);
     return NULL;
 }
 
 flashprefill_status flashprefill_supports(const flashprefill_params *p)
 {
+    flashprefill_params local;
     flashprefill_status status;
-    select_kernel(p, &status);
+    select_kernel(upgraded(p, &local), &status);
     return status;
+}
+
+flashprefill_status flashprefill_workspace_bytes(const flashprefill_params *p, int64_t *bytes)
+{
+    flashprefill_params local;
+    flashprefill_status status;
+    p = upgraded(p, &local);
+    if (bytes == NULL) {
+        fp_clear_error();
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "bytes is NULL");
+    }
+    if (p != NULL && fp_is_varlen(p) && p->workspace == NULL) {
+        /* asked before the workspace exists: validate the rest with a stand-in of the size it needs */
+        local = *p;
+        local.workspace = (void *)(uintptr_t)16;
+        local.workspace_bytes = fp_varlen_workspace_bytes(p);
+        p = &local;
+    }
+    if (select_kernel(p, &status) == NULL)
+        return status;
+    *bytes = fp_varlen_workspace_bytes(p);
+    return FLASHPREFILL_SUCCESS;
 }
 
 /* Stand-in addresses for flashprefill_query's problem: aligned, 1 TiB apart, never dereferenced. */
@@ -174,8 +221,44 @@ flashprefill_status flashprefill_query(const flashprefill_query_params *q, flash
     return FLASHPREFILL_SUCCESS;
 }
 
+flashprefill_status flashprefill_workspace_error(const void *workspace, int32_t *error, char *message,
+                                                 int32_t message_bytes)
+{
+    fp_clear_error();
+    if (workspace == NULL || error == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", workspace == NULL ? "workspace" : "error");
+    if (message != NULL && message_bytes <= 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "message_bytes must be > 0 with a message buffer");
+    int32_t header[4];
+    const flashprefill_status status = fp_backend_read_workspace_header(workspace, header);
+    if (status != FLASHPREFILL_SUCCESS)
+        return status;
+    static const char *const reasons[] = {
+        "valid",
+        "cu_seqlens_q is negative, decreasing or past total_q",
+        "a sequence has more queries than seqlen_q",
+        "cu_seqlens_k is negative, decreasing or past total_k",
+        "a sequence has more keys than seqlen_k",
+        "seqused_k is negative or past its sequence's rows (or pages)",
+        "block_table holds a page id outside [0, num_pages)",
+    };
+    const int code = header[0];
+    *error = code;
+    if (message != NULL) {
+        if (code == 0)
+            snprintf(message, (size_t)message_bytes, "valid");
+        else
+            snprintf(message, (size_t)message_bytes, "%s: sequence %d, value %d (out and lse were set to NaN)",
+                     code > 0 && code < (int)(sizeof reasons / sizeof reasons[0]) ? reasons[code] : "unknown fault",
+                     (int)header[1], (int)header[2]);
+    }
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status flashprefill_forward(const flashprefill_params *p, void *stream)
 {
+    flashprefill_params local;
+    p = upgraded(p, &local);
     flashprefill_status status;
     const fp_kernel_entry *kernel = select_kernel(p, &status);
     if (kernel == NULL)

@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The forms of a call's tensors: equal-length batches, varlen (packed rows), paged KV caches. */
+typedef enum fp_form { FP_FORM_DENSE = 0, FP_FORM_VARLEN = 1, FP_FORM_PAGED = 2 } fp_form;
+#define FP_FORM_BIT(form) (1u << (unsigned)(form))
+
 /* Bit (1u << kind) for each flashprefill_descale_kind a kernel accepts. */
 #define FP_DESCALE_BIT(kind) (1u << (unsigned)(kind))
 
@@ -36,6 +40,7 @@ typedef struct fp_kernel_entry {
                                       row group); params asking for DEFAULT take the first entry that fits, so
                                       a table lists an FP16 kernel before the FP32 one it speeds up */
     uint32_t v_layouts;            /* bit (1u << layout) of each flashprefill_v_layout it reads */
+    uint32_t forms;                /* FP_FORM_BIT() of each fp_form it takes */
     fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;
 } fp_kernel_entry;
@@ -66,6 +71,10 @@ flashprefill_status fp_backend_check_quantize(const flashprefill_quantize_params
 /* Enqueues the quantizer; called only with params that passed fp_validate_quantize, fp_backend_check_quantize and the
    device check. Returns SUCCESS or DEVICE with the last error set. */
 flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, void *stream);
+
+/* Copies the 16-byte header of a varlen workspace (error, error_batch, error_value, tiles: cuda/fwd/varlen.cuh) to
+   the host, synchronously: SUCCESS, or NO_DEVICE / DEVICE / NOT_SUPPORTED with the last error set. */
+flashprefill_status fp_backend_read_workspace_header(const void *workspace, int32_t header[4]);
 
 /* The same two for flashprefill_prepare_v. */
 flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p);

@@ -53,3 +53,16 @@ fp_descale_layout fp_descale_layout_of(const flashprefill_descale *d, int32_t he
     }
     return l;
 }
+
+int64_t fp_varlen_tiles_max(const flashprefill_params *p)
+{
+    const int64_t per_sequence = ((int64_t)p->seqlen_q + FP_VARLEN_TILE_ROWS - 1) / FP_VARLEN_TILE_ROWS;
+    const int64_t by_rows = (int64_t)p->total_q / FP_VARLEN_TILE_ROWS + p->batch;
+    const int64_t by_lengths = per_sequence * p->batch;
+    return by_rows < by_lengths ? by_rows : by_lengths;
+}
+
+int64_t fp_varlen_workspace_bytes(const flashprefill_params *p)
+{
+    return fp_is_varlen(p) ? 16 + 32 * fp_varlen_tiles_max(p) : 0;
+}

@@ -60,6 +60,22 @@ typedef struct fp_descale_layout {
 fp_descale_layout fp_descale_layout_of(const flashprefill_descale *d, int32_t heads_kv, int32_t heads,
                                        int32_t seqlen);
 
+/* Varlen and paged calls (flashprefill_params.cu_seqlens_q set). */
+static inline int fp_is_varlen(const flashprefill_params *p)
+{
+    return p->cu_seqlens_q != NULL;
+}
+
+/* Query rows per work item of the varlen plan: every forward kernel's tile (both backends count in it). */
+#define FP_VARLEN_TILE_ROWS 128
+
+/* The most (sequence, query tile) entries a varlen call can have: each sequence's tiles are its rows over
+   FP_VARLEN_TILE_ROWS rounded up, and no sequence is longer than seqlen_q. */
+int64_t fp_varlen_tiles_max(const flashprefill_params *p);
+
+/* The workspace a varlen call needs: a 16-byte header and 32 bytes per entry (cuda/fwd/varlen.cuh). */
+int64_t fp_varlen_workspace_bytes(const flashprefill_params *p);
+
 #ifdef __cplusplus
 }
 #endif

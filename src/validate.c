@@ -185,6 +185,65 @@ static flashprefill_status check_dims_built(const flashprefill_params *p)
                    (int)p->dim_v, built);
 }
 
+static flashprefill_status check_int32_array(const char *name, const int32_t *ptr, int required)
+{
+    if (ptr == NULL)
+        return required ? fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s is NULL", name) : FLASHPREFILL_SUCCESS;
+    if ((uintptr_t)ptr % sizeof(int32_t) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "%s = %p is not 4-byte aligned", name, (const void *)ptr);
+    return FLASHPREFILL_SUCCESS;
+}
+
+/* The varlen and paged fields the host can check (the device arrays' values are the plan kernel's: flashprefill.h). */
+static flashprefill_status check_varlen(const flashprefill_params *p)
+{
+    flashprefill_status s;
+    const int paged = p->block_table != NULL;
+    if ((s = check_int32_array("cu_seqlens_q", p->cu_seqlens_q, 1)) ||
+        (s = check_int32_array("seqused_k", p->seqused_k, paged)) ||
+        (s = check_int32_array("block_table", p->block_table, 0)) || (s = check_positive("total_q", p->total_q)))
+        return s;
+    if (paged) {
+        if (p->cu_seqlens_k != NULL)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "cu_seqlens_k must be NULL with a paged KV cache (block_table set): keys are found through "
+                           "block_table and counted by seqused_k");
+        if ((s = check_positive("page_size", p->page_size)) || (s = check_positive("num_pages", p->num_pages)))
+            return s;
+        if (p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "page_size must be a power of two >= 16, got %d",
+                           (int)p->page_size);
+        if ((int64_t)p->block_table_stride * p->page_size < p->seqlen_k)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "block_table_stride = %d pages of %d tokens cannot hold seqlen_k = %d keys",
+                           (int)p->block_table_stride, (int)p->page_size, (int)p->seqlen_k);
+        const flashprefill_descale *kv[2] = {&p->k_descale, &p->v_descale};
+        for (int i = 0; i < 2; ++i)
+            if (kv[i]->kind == FLASHPREFILL_DESCALE_PER_BLOCK && kv[i]->block_tokens != p->page_size)
+                return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                               "%s: a paged cache's PER_BLOCK descale has one exponent per page and kv head: "
+                               "block_tokens must be page_size = %d, got %d",
+                               i == 0 ? "k_descale" : "v_descale", (int)p->page_size, (int)kv[i]->block_tokens);
+    } else {
+        if ((s = check_int32_array("cu_seqlens_k", p->cu_seqlens_k, 1)) || (s = check_positive("total_k", p->total_k)))
+            return s;
+    }
+    if (p->v_layout != FLASHPREFILL_V_LAYOUT_DEFAULT)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "v_layout PREPARED is laid out per batch: varlen and paged calls take v as packed rows or pages");
+    if (p->workspace == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "workspace is NULL: a varlen call needs flashprefill_workspace_bytes() = %lld bytes",
+                       (long long)fp_varlen_workspace_bytes(p));
+    if ((uintptr_t)p->workspace % 16 != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "workspace = %p is not 16-byte aligned", p->workspace);
+    if (p->workspace_bytes < fp_varlen_workspace_bytes(p))
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "workspace_bytes = %lld is less than flashprefill_workspace_bytes() = %lld", 
+                       (long long)p->workspace_bytes, (long long)fp_varlen_workspace_bytes(p));
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status fp_validate(const flashprefill_params *p)
 {
     flashprefill_status s;
@@ -203,7 +262,10 @@ flashprefill_status fp_validate(const flashprefill_params *p)
                        (int)p->heads_q, (int)p->heads_kv);
     if (p->causal != 0 && p->causal != 1)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "causal must be 0 or 1, got %d", (int)p->causal);
-    if (p->causal && p->seqlen_q > p->seqlen_k)
+    const int varlen = fp_is_varlen(p), paged = varlen && p->block_table != NULL;
+    if (varlen && (s = check_varlen(p)))
+        return s;
+    if (!varlen && p->causal && p->seqlen_q > p->seqlen_k)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
                        "causal attention needs seqlen_q <= seqlen_k (the mask is aligned bottom-right), got "
                        "seqlen_q = %d > seqlen_k = %d", (int)p->seqlen_q, (int)p->seqlen_k);
@@ -233,14 +295,18 @@ flashprefill_status fp_validate(const flashprefill_params *p)
                        "probabilities DEFAULT");
     /* A prepared v's rows hold seqlen_k rounded up to 16 positions, every one read. */
     const int64_t v_positions = prepared_v ? fp_prepared_positions(p->seqlen_k) : p->seqlen_k;
+    /* varlen: packed rows as one batch; paged k and v: pages as batches */
+    const int64_t q_batches = varlen ? 1 : p->batch, q_rows = varlen ? p->total_q : p->seqlen_q;
+    const int64_t kv_batches = paged ? p->num_pages : varlen ? 1 : p->batch;
+    const int64_t kv_rows = paged ? p->page_size : varlen ? p->total_k : p->seqlen_k;
     const tensor_view tensors[4] = {
-        {"q", p->q, {p->batch, p->seqlen_q, p->heads_q, p->dim_qk},
+        {"q", p->q, {q_batches, q_rows, p->heads_q, p->dim_qk},
          {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0, 3},
-        {"k", p->k, {p->batch, p->seqlen_k, p->heads_kv, p->dim_qk},
+        {"k", p->k, {kv_batches, kv_rows, p->heads_kv, p->dim_qk},
          {p->k_stride_batch, p->k_stride_seq, p->k_stride_head, p->k_stride_dim}, in_bytes, 0, 3},
-        {"v", p->v, {p->batch, v_positions, p->heads_kv, p->dim_v},
+        {"v", p->v, {kv_batches, varlen ? kv_rows : v_positions, p->heads_kv, p->dim_v},
          {p->v_stride_batch, p->v_stride_seq, p->v_stride_head, p->v_stride_dim}, in_bytes, 0, prepared_v ? 1 : 3},
-        {"out", p->out, {p->batch, p->seqlen_q, p->heads_q, p->dim_v},
+        {"out", p->out, {q_batches, q_rows, p->heads_q, p->dim_v},
          {p->out_stride_batch, p->out_stride_seq, p->out_stride_head, p->out_stride_dim}, out_bytes, 1, 3},
     };
     for (int i = 0; i < 4; ++i)
@@ -251,7 +317,7 @@ flashprefill_status fp_validate(const flashprefill_params *p)
     /* The kernels read q, k, v while they write out and lse: no byte may be shared (no in-place attention). */
     const int64_t out_bytes_span = tensor_span_bytes(&tensors[3]);
     /* Cannot overflow: out, already checked, spans at least 16 bytes per (batch, head, query) row. */
-    const int64_t lse_bytes = (int64_t)p->batch * p->heads_q * p->seqlen_q * (int64_t)sizeof(float);
+    const int64_t lse_bytes = q_batches * p->heads_q * q_rows * (int64_t)sizeof(float);
     for (int i = 0; i < 3; ++i) {
         const int64_t in_bytes_span = tensor_span_bytes(&tensors[i]);
         if (spans_overlap(p->out, out_bytes_span, tensors[i].data, in_bytes_span))

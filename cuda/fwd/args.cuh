@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "fwd/varlen.cuh"
+
 namespace fp {
 
 // An fp8 descale as the kernel reads it (flashprefill_descale): a factor, factors[batch * stride_batch +
@@ -36,6 +38,14 @@ struct FwdArgs {
     int32_t section_heads;  // (batch, head) pairs per L2 section (work_order.cuh)
     int32_t causal;
     float softmax_scale_log2;  // softmax_scale * log2(e)
+    // Varlen and paged calls (FwdConfig::kVarlen): the plan kernel's list (varlen.cuh); q, k, v and out as one
+    // batch of packed rows, lse (heads_q, total_q). Paged k and v (block_table not NULL): their maps are
+    // (dim, 2^page_shift, heads_kv, num_pages) with boxes of 2^box_shift rows, each within one page.
+    const VarlenHeader *varlen_header;
+    const VarlenTile *varlen_tiles;
+    int32_t total_q;
+    const int32_t *block_table;
+    int32_t block_table_stride, page_shift, box_shift;
 };
 
 __device__ __forceinline__ float descale_factor(const DescaleArg &d, int batch, int head_kv)

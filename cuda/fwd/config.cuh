@@ -90,7 +90,8 @@ enum class ConverterPlace {
 
 template <flashprefill_dtype kDtypeArg, int kDimQk, int kDimV,
           flashprefill_probabilities kProbabilitiesArg = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
-          flashprefill_scores kScoresArg = FLASHPREFILL_SCORES_FP32, bool kVPreparedLayout = false>
+          flashprefill_scores kScoresArg = FLASHPREFILL_SCORES_FP32, bool kVPreparedLayout = false,
+          bool kVarlenArg = false>
 struct FwdConfig {
     // The call's options this kernel serves (its entry in the kernel table: fwd_launch.cu).
     static constexpr flashprefill_dtype kDtype = kDtypeArg;
@@ -111,6 +112,9 @@ struct FwdConfig {
                                    : kVPreparedLayout  ? VOperand::kPrepared
                                                        : VOperand::kTransposed;
     static_assert(!kVPreparedLayout || kP == PKind::kE4m3Codes, "a prepared v holds e4m3 codes for e4m3 P");
+    // Varlen and paged calls: items from the plan kernel's list, q, k, v and out as packed rows (varlen.cuh).
+    static constexpr bool kVarlen = kVarlenArg;
+    static_assert(!kVarlen || !kVPreparedLayout, "a prepared v is laid out per batch, not as packed rows");
     // The lazy max takes the row max's reduction off the path from S to P: faster at bf16 dim_qk 128, slower at 192.
     static constexpr SoftmaxKind kSoftmax = kScores == ScoreKind::kF16     ? SoftmaxKind::kF16Codes
                                             : kP == PKind::kE4m3Codes      ? SoftmaxKind::kCodes
@@ -191,8 +195,11 @@ struct FwdConfig {
     static_assert(kQInRegisters || !kF16Scores, "float16 scores scale q's codes in its registers (scores_f16.cuh)");
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32, fp8
     // 16, twice at 128 keys; 24 at 192), Q (32 / 16 at dim_qk 128, 48 / 24 at 192, bf16 / fp8) and addresses.
-    static constexpr int kProducerRegs = kIsFp8 ? 40 : 24;
-    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kIsFp8 ? 232 : 240;
+    // bf16 varlen at dim_qk 128: the producer lane also holds its sequence's rows and pages (producer.cuh), 8
+    // registers a consumer thread less (at 192 the consumers' Q needs them).
+    static constexpr bool kWideProducer = kIsFp8 || (kVarlen && kDimQk == 128);
+    static constexpr int kProducerRegs = kWideProducer ? 40 : 24;
+    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kWideProducer ? 232 : 240;
 
     // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q and K in
     // 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 3 x 64); V always 128.

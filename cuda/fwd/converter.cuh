@@ -6,7 +6,9 @@
 #include "fwd/pipeline.cuh"
 #include "fwd/scheduler.cuh"
 #include "fwd/smem.cuh"
+#include "fwd/roles.cuh"
 #include "fwd/transpose_v.cuh"
+#include "fwd/v_tail.cuh"
 #include "fwd/widen_v.cuh"
 #include "ptx.cuh"
 
@@ -26,6 +28,12 @@ __device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRang
         ptx::mbarrier_wait_parity(&ss.vt_empty[vt], rings.vt().phase ^ 1);
         if (thread == 0)
             ss.vt_exponent[vt] = ss.v_exponent[v];
+        if (Config::kVarlen && it == 0 && range.tail_keys < Config::kBlockN) {
+            zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV>(ptx::smem_addr(ss.v[v]),
+                                                                               range.tail_keys, thread,
+                                                                               Config::kConverterThreads);
+            ptx::bar_sync(static_cast<uint32_t>(NamedBarrier::kVTailZeroed), Config::kConverterThreads);
+        }
         if constexpr (Config::kPCodes)
             transpose_v_tile_fp8(ptx::smem_addr(ss.v[v]), ptx::smem_addr(ss.vt[vt]), lanes);
         else

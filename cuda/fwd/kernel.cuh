@@ -69,10 +69,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     auto for_each_item = [&](auto &&run) {
         for (int round = 0;; ++round) {
             const int index = work_index(round);
-            if (index >= args.items)
+            if (index >= item_count<Config>(args))
                 return;
-            const WorkItem item = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
-            run(item, kv_range<Config>(args, item.m_block), round);
+            run(item_at<Config>(args, index), round);
         }
     };
     RingPositions<Config> rings;
@@ -80,23 +79,17 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
         if (threadIdx.x < 2) {  // the two issuing lanes (producer)
-            for_each_item([&](const WorkItem &w, KvRange range, int round) {
-                producer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
-            });
+            for_each_item([&](Item item, int round) { producer<Config>(args, ss, item, round, rings); });
         } else if constexpr (Config::kIsFp8 && !Config::kVPrepared) {
             if (threadIdx.x >= Config::kConverterThread0) {
                 const uint32_t thread = threadIdx.x - Config::kConverterThread0;
                 const TransposeLanes<Config::kBlockN> lanes(thread);
-                for_each_item([&](const WorkItem &, KvRange range, int) {
-                    v_converter<Config>(ss, range, lanes, thread, rings);
-                });
+                for_each_item([&](Item item, int) { v_converter<Config>(ss, item.range, lanes, thread, rings); });
             }
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        for_each_item([&](const WorkItem &w, KvRange range, int round) {
-            consumer<Config>(args, ss, w.m_block, w.head, w.batch, range, round, rings);
-        });
+        for_each_item([&](Item item, int round) { consumer<Config>(args, ss, item, round, rings); });
     }
 }
 

@@ -29,16 +29,61 @@
 #include "fwd/scheduler.cuh"
 #include "fwd/smem.cuh"
 #include "fwd/softmax.cuh"
+#include "fwd/v_tail.cuh"
 #include "fwd/vt_layout.cuh"
 #include "ptx.cuh"
 
 namespace fp {
 
+// Where row `query` of an item's query tile goes in out (and its lse, when asked for): the batch's own rows, or the
+// sequence's rows of the packed tensor with lse (heads_q, total_q).
+template <class Config>
+struct OutRows {
+    const FwdArgs &args;
+    int batch, head, q_start;
+    __device__ __forceinline__ __nv_bfloat16 *row(int query) const
+    {
+        if constexpr (Config::kVarlen)
+            return args.out + static_cast<int64_t>(q_start + query) * args.out_stride_seq +
+                   head * args.out_stride_head;
+        return args.out + batch * args.out_stride_batch + static_cast<int64_t>(query) * args.out_stride_seq +
+               head * args.out_stride_head;
+    }
+    __device__ __forceinline__ float *lse(int query) const
+    {
+        if constexpr (Config::kVarlen)
+            return args.lse + static_cast<int64_t>(head) * args.total_q + q_start + query;
+        return args.lse + (static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query;
+    }
+};
+
+// Varlen: an item whose queries see no key (a sequence without keys, or causal rows above its diagonal) writes out 0
+// and lse -inf; Q, loaded for it all the same, is released.
+template <class Config>
+__device__ __forceinline__ void consume_keyless(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item,
+                                                int round, int query_half0, uint32_t lane)
+{
+    ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
+    ptx::mbarrier_arrive(&ss.q_empty);
+    const OutRows<Config> rows{args, item.batch, item.head, item.span.q_start};
+    const uint32_t zero[kAccRegs / 4] = {};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int query = query_half0 + 8 * h;
+        const bool in_range = query < item.span.seqlen_q;
+        store_row_bf16(rows.row(in_range ? query : 0), zero, lane, in_range);
+        if (in_range && args.lse != nullptr && lane % 4 == 0)
+            *rows.lse(query) = -INFINITY;
+    }
+}
+
 // One work item; `rings` holds the next tile's K and V (fp8: V^T) slots to consume.
 template <class Config>
-__device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range, int round, RingPositions<Config> &rings)
+__device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item, int round,
+                                         RingPositions<Config> &rings)
 {
+    const int m_block = item.m_block, head = item.head, batch = item.batch;
+    const KvRange range = item.range;
     using Scores = typename Policies<Config>::Scores;
     using Softmax = typename Policies<Config>::Softmax;
     using Pv = typename Policies<Config>::Pv;
@@ -52,8 +97,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const int head_kv = head / args.heads_per_kv;
     const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;  // this thread's first row (softmax.cuh)
-    const int causal_offset = args.seqlen_k - args.seqlen_q;
-    const TileMask<Config::kBlockN> mask{args, range, lane, query_half0, causal_offset};
+    const int causal_offset = item.span.seqlen_k - item.span.seqlen_q;
+    if (Config::kVarlen && range.end == 0) {
+        consume_keyless<Config>(args, ss, item, round, query_half0, lane);
+        return;
+    }
+    const TileMask<Config::kBlockN> mask{args, range, lane, query_half0, item.span.seqlen_k, causal_offset};
 
     // Registers: Q's fragments where Q fits (Config::kQInRegisters), O (pv), S, P(n-1) read by the running P.V and
     // P(n) which a double-buffered softmax fills meanwhile (Config::kPDoubleBuffered), the rows' max and sums.
@@ -125,6 +174,15 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             float rescale[2];  // O is still zero
             softmax.step(mask, 0, s, scale_log2, rescale, p_run);
             mbarrier_wait_tested(Pv::full(ss, vt), vt_phase);  // for P(0) V(0), issued with S(1)
+            if constexpr (Config::kVarlen && !Config::kIsFp8) {  // bf16 P.V reads V as loaded (fp8: converter.cuh)
+                if (range.tail_keys < Config::kBlockN) {
+                    zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV>(
+                        ptx::smem_addr(ss.v[vt]), range.tail_keys, consumer_index * 128 + thread,
+                        128 * Config::kConsumerWarpgroups);
+                    ptx::fence_proxy_async_shared();  // before the tensor cores read the rows
+                    ptx::bar_sync(static_cast<uint32_t>(NamedBarrier::kVTailZeroed), 128 * Config::kConsumerWarpgroups);
+                }
+            }
             softmax.finish_first(s, pv.o, rescale);
             softmax.pack(s, p_run);
         }
@@ -192,15 +250,16 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // Epilogue (in this body: as a function of its own it compiled to other code): O / row sum, times v's descale
     // and O's unit, as bf16, 16 bytes a store (o_store.cuh); the log-sum-exp where asked for.
     const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);
+    const OutRows<Config> rows{args, item.batch, item.head, item.span.q_start};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
         const float sum = softmax.row_total(h);
-        const bool in_range = query < args.seqlen_q;
-        const float inv = v_descale / sum;
-        __nv_bfloat16 *row = args.out + batch * args.out_stride_batch +
-                             static_cast<int64_t>(in_range ? query : 0) * args.out_stride_seq +
-                             head * args.out_stride_head;
+        const bool in_range = query < item.span.seqlen_q;
+        // varlen: causal rows above the diagonal of a sequence with more queries than keys see no key
+        const bool sees_keys = !Config::kVarlen || !args.causal || query + causal_offset >= 0;
+        const float inv = sees_keys ? v_descale / sum : 0.0f;
+        __nv_bfloat16 *row = rows.row(in_range ? query : 0);
         uint32_t packed[kAccRegs / 4];
 #pragma unroll
         for (int j = 0; j < kAccRegs / 4; ++j)
@@ -208,8 +267,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         store_row_bf16(row, packed, lane, in_range);
         if (in_range && args.lse != nullptr && lane % 4 == 0) {
             const float max_used = softmax.online_max.row_max[h] == -INFINITY ? 0.0f : softmax.online_max.row_max[h];
-            args.lse[(static_cast<int64_t>(batch) * args.heads_q + head) * args.seqlen_q + query] =
-                log_sum_exp(max_used, Config::Input::kPOffsetLog2, sum);
+            *rows.lse(query) = sees_keys ? log_sum_exp(max_used, Config::Input::kPOffsetLog2, sum) : -INFINITY;
         }
     }
 }

@@ -63,6 +63,7 @@ struct TileMask {
     KvRange range;
     uint32_t lane;
     int query_half0;    // the query of the thread's first row (the second's is 8 further)
+    int seqlen_k;       // the keys of the item's sequence
     int causal_offset;  // keys <= query + causal_offset are visible (bottom-right aligned)
 
     // Visit `it` of the item (tiles are visited from the last one down).
@@ -71,14 +72,14 @@ struct TileMask {
     {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
-            apply_mask(s, lane, query_half0, n_block * kBlockN, args.seqlen_k, args.causal, causal_offset);
+            apply_mask(s, lane, query_half0, n_block * kBlockN, seqlen_k, args.causal, causal_offset);
     }
     template <int kRegs>
     __device__ __forceinline__ void apply(uint32_t (&s16)[kRegs], int it) const
     {
         const int n_block = range.end - 1 - it;
         if (n_block >= range.mask_from)
-            apply_mask_f16x2(s16, lane, query_half0, n_block * kBlockN, args.seqlen_k, args.causal, causal_offset);
+            apply_mask_f16x2(s16, lane, query_half0, n_block * kBlockN, seqlen_k, args.causal, causal_offset);
     }
 };
 

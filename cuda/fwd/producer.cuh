@@ -19,13 +19,76 @@ struct TileChunks {
     static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
 };
 
+// Where a K or V tile's rows come from. Dense: rows key0 .. of the batch's own tensor. Varlen: the sequence's rows
+// of the packed tensor (one batch). Paged: boxes of 2^box_shift rows (16, 32 or 64), each within the page holding
+// it; boxes wholly past the sequence's keys are not loaded (their rows are masked, V's zeroed: mainloop.cuh,
+// converter.cuh). Pages and boxes are powers of two, so that the lane's few registers hold no division.
+template <class Config>
+struct KvRows {
+    const FwdArgs &args;
+    const VarlenTile *tile;  // varlen: the sequence's rows are read from it where used (the lane has few registers)
+    int dense_batch, head_kv;
+
+    __device__ __forceinline__ int batch() const
+    {
+        return Config::kVarlen ? ptx::ld_global_nc_s32(&tile->batch) : dense_batch;
+    }
+
+    __device__ __forceinline__ bool paged() const { return Config::kVarlen && args.block_table != nullptr; }
+    // The rows of a tile starting at key0 that are loaded: kBlockN, or (paged) its boxes holding keys.
+    __device__ __forceinline__ int loaded_rows(int key0) const
+    {
+        if (!paged())
+            return Config::kBlockN;
+        const int box = 1 << args.box_shift, keys = (ptx::ld_global_nc_s32(&tile->seqlen_k) - key0 + box - 1) & -box;
+        return keys < Config::kBlockN ? keys : Config::kBlockN;
+    }
+    // The page id holding `key` (paged).
+    __device__ __forceinline__ int page_of(int key) const
+    {
+        return __ldg(args.block_table + static_cast<int64_t>(batch()) * args.block_table_stride +
+                     (key >> args.page_shift));
+    }
+    // Loads the tile's column chunk at element column `col` into `dst` (kBlockN rows of kSwizzle bytes).
+    template <int kSwizzle>
+    __device__ __forceinline__ void load(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int col, int key0) const
+    {
+        if constexpr (!Config::kVarlen) {
+            ptx::tma_load_4d(dst, map, full, col, key0, head_kv, dense_batch);
+        } else if (!paged()) {
+            ptx::tma_load_4d(dst, map, full, col, ptx::ld_global_nc_s32(&tile->k_start) + key0, head_kv, 0);
+        } else {
+            const int rows = loaded_rows(key0), page_mask = (1 << args.page_shift) - 1;
+#pragma unroll 1
+            for (int r = 0; r < rows; r += 1 << args.box_shift)
+                ptx::tma_load_4d(dst + r * kSwizzle, map, full, col, (key0 + r) & page_mask, head_kv,
+                                 page_of(key0 + r));
+        }
+    }
+    // The bytes of a tile of tile_bytes when whole that are loaded (the full barrier's transaction count).
+    __device__ __forceinline__ uint32_t bytes(uint32_t tile_bytes, int key0) const
+    {
+        return tile_bytes / Config::kBlockN * loaded_rows(key0);
+    }
+    // The block exponent of the tile's descale d (paged PER_BLOCK: one per page and kv head).
+    __device__ __forceinline__ int exponent(const DescaleArg &d, int key0) const
+    {
+        if (paged() && d.exponents != nullptr)
+            return descale_exponent(d, page_of(key0), head_kv, 0);
+        return descale_exponent(d, batch(), head_kv, key0);
+    }
+};
+
 // Issues one work item's loads; `round` counts this CTA's items (Q's buffer alternates phases with it), `pipe`
 // is the issuing lane's next K or V slot.
 template <class Config>
-__device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, int m_block, int head,
-                                         int batch, KvRange range, int round, RingPositions<Config> &rings)
+__device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item, int round,
+                                         RingPositions<Config> &rings)
 {
+    const int m_block = item.m_block, head = item.head, batch = item.batch;
+    const KvRange range = item.range;
     const int head_kv = head / args.heads_per_kv;
+    const KvRows<Config> rows{args, item.tile, batch, head_kv};
     const uint32_t thread = threadIdx.x % 128;
     // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
     // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvFromOneLane):
@@ -38,7 +101,7 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         return [=](int stage, uint32_t phase, int key0) {
             ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
             write_descale(stage, key0);
-            ptx::mbarrier_arrive_expect_tx(&full[stage], tile_bytes);
+            ptx::mbarrier_arrive_expect_tx(&full[stage], rows.bytes(tile_bytes, key0));
             load(stage, key0);
         };
     };
@@ -47,8 +110,8 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
         return [=](int stage, int key0) {
             for (int c = 0; c < kChunks; ++c)
-                ptx::tma_load_4d(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
-                                 c * kSwizzle / Config::Input::kBytes, key0, head_kv, batch);
+                rows.template load<kSwizzle>(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
+                                             c * kSwizzle / Config::Input::kBytes, key0);
         };
     };
     // Every KV tile of the item, each kind in turn (pipe: the issuing lane's position in the ring).
@@ -62,7 +125,7 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     };
     const auto v_tiles = tile_kind(ss.v_empty, ss.v_full, Config::kTileVBytes, [&](int stage, int key0) {
         if constexpr (Config::kIsFp8)
-            ss.v_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
+            ss.v_exponent[stage] = rows.exponent(args.v_descale, key0);
     }, chunk_load(ss.v, &args.tm_v, ss.v_full, TileChunks<Config::kVChunks, Config::kSwizzleV>{}));
     if (thread == 0) {
         // Q's buffer is free once every consumer warp has read the previous item's Q.
@@ -70,11 +133,12 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
         for (int c = 0; c < Config::kQkChunks; ++c)
             ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
-                             c * Config::kAtomColsQk, m_block * Config::kBlockM, head, batch);
+                             c * Config::kAtomColsQk, item.span.q_start + m_block * Config::kBlockM, head,
+                             Config::kVarlen ? 0 : batch);
         const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
         const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes, [&](int stage, int key0) {
             if constexpr (Config::kIsFp8)
-                ss.k_scale_log2[stage] = ldexpf(scale_log2, descale_exponent(args.k_descale, batch, head_kv, key0));
+                ss.k_scale_log2[stage] = ldexpf(scale_log2, rows.exponent(args.k_descale, key0));
         }, chunk_load(ss.k, &args.tm_k, ss.k_full, TileChunks<Config::kQkChunks, Config::kSwizzleQk>{}));
         if constexpr (Config::kKvFromOneLane)
             issue_ring(rings.kv, k_tiles, v_tiles);

@@ -14,6 +14,7 @@ enum class NamedBarrier : uint32_t {
     kConsumer1Turn = 2,
     kConsumer0Vote = 3,  // float16 scores: a warpgroup agrees on its q codes' shift (bar.red.or)
     kConsumer1Vote = 4,
+    kVTailZeroed = 5,  // varlen: V's rows past a sequence's keys are zeroed before any thread reads the tile
 };
 
 // A consumer thread: its warpgroup (0 or 1, 64 query rows each), and its place in it.

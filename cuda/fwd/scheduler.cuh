@@ -2,29 +2,46 @@
 #pragma once
 
 #include "fwd/args.cuh"
+#include "fwd/varlen.cuh"
 #include "fwd/work_order.cuh"
 
 namespace fp {
 
-// The KV tiles a query tile visits: [0, end), with tiles >= mask_from needing the mask.
-struct KvRange {
-    int end;
-    int mask_from;
+// A work item: a query tile of one head of one sequence, where the sequence lies and the KV tiles it visits.
+struct Item {
+    int m_block, head, batch;
+    SeqSpan span;
+    KvRange range;
+    const VarlenTile *tile;  // varlen: its entry in the plan (the producer lane reads it again rather than hold it)
 };
 
+// How many work items the call has: varlen calls read the plan kernel's count (each round: held across the item it
+// took a register of the converter's 40).
 template <class Config>
-__device__ __forceinline__ KvRange kv_range(const FwdArgs &args, int m_block)
+__device__ __forceinline__ int item_count(const FwdArgs &args)
 {
-    const int tiles = (args.seqlen_k + Config::kBlockN - 1) / Config::kBlockN;
-    const int partial_from = args.seqlen_k % Config::kBlockN ? tiles - 1 : tiles;
-    if (!args.causal)
-        return {tiles, partial_from};
-    const int offset = args.seqlen_k - args.seqlen_q;  // bottom-right alignment
-    // the tile's last row sees keys <= (m_block + 1) * kBlockM - 1 + offset
-    const int end = min(tiles, ((m_block + 1) * Config::kBlockM + offset + Config::kBlockN - 1) / Config::kBlockN);
-    // tiles wholly at or below the first row's limit need no causal mask
-    const int unmasked = (m_block * Config::kBlockM + offset + 1) / Config::kBlockN;
-    return {end, min(unmasked, partial_from)};
+    if constexpr (Config::kVarlen)
+        return ptx::ld_global_nc_s32(&args.varlen_header->tiles) * args.heads_q;
+    else
+        return args.items;
+}
+
+// Item `index` of the call: from the dense order (work_order.cuh) or the plan's list (varlen.cuh).
+template <class Config>
+__device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
+{
+    if constexpr (Config::kVarlen) {
+        const VarlenTile *tile = args.varlen_tiles + index / args.heads_q;
+        const VarlenTile t = *tile;
+        const int tail = t.kv_end > 0 ? t.seqlen_k - (t.kv_end - 1) * Config::kBlockN : 0;
+        return {t.m_block, index % args.heads_q, t.batch, {t.q_start, t.k_start, t.seqlen_q, t.seqlen_k},
+                {t.kv_end, t.kv_mask_from, tail < Config::kBlockN ? tail : Config::kBlockN}, tile};
+    } else {
+        const WorkItem w = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
+        return {w.m_block, w.head, w.batch, {0, 0, args.seqlen_q, args.seqlen_k},
+                kv_range_of<Config::kBlockM, Config::kBlockN>(w.m_block, args.seqlen_q, args.seqlen_k, args.causal),
+                nullptr};
+    }
 }
 
 // This CTA's item index in round `round` (work_order.cuh).

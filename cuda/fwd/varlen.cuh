@@ -1,0 +1,75 @@
+// Variable-length batches and paged KV caches: the work list the plan kernel (cuda/varlen_plan.cu) writes into the
+// caller's workspace, and how the forward kernel reads a work item from it.
+//
+// The plan kernel lists every (sequence, query tile) with the KV tiles it visits and sorts the list by that count,
+// most first, so that the persistent grid's snaking rounds (work_order.cuh) meet the costliest items first whatever
+// the mix of lengths: one long prompt among many short ones is spread over every SM from the first round on.
+#pragma once
+
+#include <cstdint>
+
+#include "fwd/work_order.cuh"
+
+namespace fp {
+
+// One (sequence, query tile) of the list. Rows are rows of the packed buffers.
+struct alignas(16) VarlenTile {
+    int32_t q_start, k_start;    // the sequence's first query and key row (paged: k_start 0)
+    int32_t seqlen_q, seqlen_k;  // its lengths
+    int32_t batch, m_block;      // the sequence and the query tile within it
+    int32_t kv_end, kv_mask_from;  // KvRange of the tile
+};
+
+// The workspace's first 16 bytes, then VarlenTile[tiles]. error 0: the device arrays were valid (flashprefill.h).
+struct alignas(16) VarlenHeader {
+    int32_t error;        // a VarlenError, 0 when valid
+    int32_t error_batch;  // the first sequence found at fault
+    int32_t error_value;  // the offending value
+    int32_t tiles;        // entries of the list (0 after an error)
+};
+
+enum VarlenError : int32_t {
+    kVarlenOk = 0,
+    kCuSeqlensQ = 1,    // cu_seqlens_q decreasing, negative or past total_q
+    kSeqlenQ = 2,       // a query length above seqlen_q
+    kCuSeqlensK = 3,    // cu_seqlens_k decreasing, negative or past total_k
+    kSeqlenK = 4,       // a key length above seqlen_k
+    kSequsedK = 5,      // seqused_k negative or past its sequence's rows (or its pages)
+    kBlockTable = 6,    // a page id outside [0, num_pages)
+};
+
+// A sequence's place in the packed buffers (dense calls: q_start = k_start = 0 and the call's lengths).
+struct SeqSpan {
+    int q_start, k_start, seqlen_q, seqlen_k;
+};
+
+// The KV tiles a query tile visits: [0, end), with tiles >= mask_from needing the mask; tail_keys: the keys of
+// tile end - 1 (the first visited) below seqlen_k, kBlockN where it is whole.
+struct KvRange {
+    int end;
+    int mask_from;
+    int tail_keys;
+};
+
+// KvRange of query tile m_block of a sequence of seqlen_q queries over seqlen_k keys (bottom-right causal).
+template <int kBlockM, int kBlockN>
+FP_HOST_DEVICE inline KvRange kv_range_of(int m_block, int seqlen_q, int seqlen_k, bool causal)
+{
+    const int tiles = (seqlen_k + kBlockN - 1) / kBlockN;
+    const int partial_from = seqlen_k % kBlockN ? tiles - 1 : tiles;
+    int end = tiles, mask_from = partial_from;
+    if (causal) {
+        const int offset = seqlen_k - seqlen_q;  // bottom-right alignment
+        // the tile's last row sees keys <= (m_block + 1) * kBlockM - 1 + offset; none where that is negative
+        const int last_key = (m_block + 1) * kBlockM - 1 + offset;
+        end = last_key < 0 ? 0 : last_key / kBlockN + 1 < tiles ? last_key / kBlockN + 1 : tiles;
+        // tiles wholly at or below the first row's limit need no causal mask
+        const int first_limit = m_block * kBlockM + offset + 1;
+        const int unmasked = first_limit < 0 ? 0 : first_limit / kBlockN;
+        mask_from = unmasked < partial_from ? unmasked : partial_from;
+    }
+    const int tail = end > 0 ? seqlen_k - (end - 1) * kBlockN : 0;
+    return {end, mask_from, tail < kBlockN ? tail : kBlockN};
+}
+
+}  // namespace fp
