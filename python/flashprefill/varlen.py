@@ -218,7 +218,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
     q: (total_q, heads_q, dim_qk); k: (total_k, heads_kv, dim_qk); v: (total_k, heads_kv, dim_v); all bfloat16 or all
     float8_e4m3fn device arrays, the last dim contiguous. With block_table, k and v are caches (num_pages, page_size,
-    heads_kv, dim_qk / dim_v), page_size a multiple of 16.
+    heads_kv, dim_qk / dim_v), page_size a power of two, at least 16.
     cu_seqlens_q: int32 device array (batch + 1,) of offsets into q's rows; cu_seqlens_k likewise into k's (None with
     block_table). max_seqlen_q, max_seqlen_k: ints at least every sequence's length.
     seqused_k: optional int32 device array (batch,): sequence b's keys are the first seqused_k[b] of its rows (of its
