@@ -225,3 +225,11 @@ def test_a_library_without_varlen_supports_none_of_it(monkeypatch):
     with pytest.raises(fp.Error, match=r"version 0.9.0\) has no flashprefill_workspace_bytes") as info:
         fp.varlen_workspace_bytes(**call())
     assert info.value.status == fp.Status.ERROR_NOT_SUPPORTED
+
+
+def test_workspace_error_reaches_the_library():
+    """check=True's read-back (flashprefill_workspace_error through ctypes): the library's own status and message."""
+    library_with_varlen()
+    with pytest.raises(fp.Error, match="workspace is NULL") as info:
+        varlen._raise_flagged(_lib.lib(), None)
+    assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
