@@ -220,7 +220,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     float8_e4m3fn device arrays, the last dim contiguous. With block_table, k and v are caches (num_pages, page_size,
     heads_kv, dim_qk / dim_v), page_size a power of two, at least 16.
     cu_seqlens_q: int32 device array (batch + 1,) of offsets into q's rows; cu_seqlens_k likewise into k's (None with
-    block_table). max_seqlen_q, max_seqlen_k: ints at least every sequence's length.
+    block_table). max_seqlen_q, max_seqlen_k: ints > 0, at least every sequence's length.
     seqused_k: optional int32 device array (batch,): sequence b's keys are the first seqused_k[b] of its rows (of its
     pages with block_table, where it is required). block_table: int32 device array (batch, max_pages) of page ids,
     contiguous; entries past a sequence's last page are not read.
