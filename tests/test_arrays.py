@@ -38,16 +38,16 @@ def test_device_array_element_strides_round_trip():
 @pytest.mark.parametrize("dtype, name", [
     ("bfloat16", "bfloat16"), (ml_dtypes.bfloat16, "bfloat16"), (numpy.dtype(ml_dtypes.bfloat16), "bfloat16"),
     ("float8_e4m3fn", "float8_e4m3fn"), (ml_dtypes.float8_e4m3fn, "float8_e4m3fn"),
-    (numpy.float32, "float32"), ("int8", "int8"), (numpy.int32, "int32"),
+    (numpy.float32, "float32"), ("int8", "int8"), (numpy.int32, "int32"), ("uint8", "uint8"),
 ])
 def test_dtype_mapping(dtype, name):
     assert _arrays.numpy_dtype(dtype).name == name
     assert adapt(DeviceArray(PTR, (4,), dtype), "x", stream=0).dtype == name
 
 
-@pytest.mark.parametrize("dtype", ["float16", numpy.float64, ml_dtypes.float8_e5m2, "uint8"])
+@pytest.mark.parametrize("dtype", ["float16", numpy.float64, ml_dtypes.float8_e5m2, "int64"])
 def test_unsupported_dtypes(dtype):
-    with pytest.raises(TypeError, match="is not one of bfloat16, float8_e4m3fn, float32, int8"):
+    with pytest.raises(TypeError, match="is not one of bfloat16, float8_e4m3fn, float32, int8, int32, uint8"):
         DeviceArray(PTR, (4,), dtype)
 
 
@@ -227,15 +227,15 @@ def test_dlpack_stream_spelling(stream, asked):
 @pytest.mark.parametrize("dtype, name", [((KDL_BFLOAT, 16, 1), "bfloat16"),
                                          ((KDL_FLOAT8_E4M3FN, 8, 1), "float8_e4m3fn"),
                                          ((KDL_FLOAT, 32, 1), "float32"), ((0, 8, 1), "int8"),
-                                         ((0, 32, 1), "int32")])
+                                         ((0, 32, 1), "int32"), ((1, 8, 1), "uint8")])
 def test_dlpack_dtypes(dtype, name):
     t = adapt(FakeDLPackProducer((4,), (1,), dtype=dtype), "x", stream=0)
     assert t.dtype == name
     t.release()
 
 
-@pytest.mark.parametrize("dtype", [(KDL_FLOAT, 16, 1), (KDL_BFLOAT, 16, 2), (12, 8, 1), (1, 8, 1)],
-                         ids=["float16", "bfloat16x2", "float8_e5m2", "uint8"])
+@pytest.mark.parametrize("dtype", [(KDL_FLOAT, 16, 1), (KDL_BFLOAT, 16, 2), (12, 8, 1), (0, 64, 1)],
+                         ids=["float16", "bfloat16x2", "float8_e5m2", "int64"])
 def test_dlpack_unsupported_dtype_rejected_and_released(dtype):
     producer = FakeDLPackProducer((4,), (1,), dtype=dtype)
     with pytest.raises(TypeError, match="DLPack dtype"):

@@ -117,3 +117,19 @@ def test_struct_bytes_defaults_to_the_c_size(c_layout, struct):
     assert struct().struct_bytes == c_layout[(C_TYPES[struct], "")][1]
     assert c_layout[(C_TYPES[struct], "struct_bytes")] == (0, 4)
     assert struct(struct_bytes=7).struct_bytes == 7
+
+
+# flashprefill_params as 0.9.0 left it: 0.10.0's fields (varlen batches, paged KV) come after all of these.
+PARAMS_0_9_LAST_FIELD = "v_layout"
+PARAMS_0_10_FIELDS = ["cu_seqlens_q", "cu_seqlens_k", "seqused_k", "total_q", "total_k", "block_table",
+                      "block_table_stride", "page_size", "num_pages", "workspace", "workspace_bytes"]
+
+
+def test_params_fields_of_0_10_are_appended(c_layout):
+    """The ABI appends (the header's rule from 0.8.0 on): 0.9.0's struct is a prefix of 0.10.0's, at the same offsets,
+    and the new fields begin where it ended."""
+    names = [name for name, _ in Params._fields_]
+    first = names.index(PARAMS_0_9_LAST_FIELD) + 1
+    assert names[first:] == PARAMS_0_10_FIELDS
+    prefix = type("Params_0_9", (ctypes.Structure,), {"_fields_": Params._fields_[:first]})
+    assert c_layout[("flashprefill_params", PARAMS_0_10_FIELDS[0])][0] == ctypes.sizeof(prefix)

@@ -24,13 +24,15 @@ import numpy
 from . import _devices
 
 # Element sizes of the dtypes the library takes, by numpy name.
-ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int8": 1, "int32": 4}
+# int32: varlen offsets, lengths and page tables; uint8: the varlen workspace.
+ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float32": 4, "int8": 1, "int32": 4, "uint8": 1}
 _NUMPY_DTYPES = {
     "bfloat16": numpy.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": numpy.dtype(ml_dtypes.float8_e4m3fn),
     "float32": numpy.dtype(numpy.float32),
     "int8": numpy.dtype(numpy.int8),
     "int32": numpy.dtype(numpy.int32),
+    "uint8": numpy.dtype(numpy.uint8),
 }
 _UNSIGNED_OF_SIZE = {1: numpy.uint8, 2: numpy.uint16, 4: numpy.uint32}
 
@@ -219,9 +221,9 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM = 1, 2, 3, 10
 # The library that serves each DLPack device type: NVIDIA (CUDA) or AMD (HIP, the gfx950 backend).
 BACKEND_OF_DLPACK_DEVICE = {KDL_CUDA: "cuda", KDL_ROCM: "hip"}
 DLPACK_FLAG_READ_ONLY = 1 << 0
-# (DLDataTypeCode, bits, lanes) -> dtype; kDLInt = 0, kDLFloat = 2, kDLBfloat = 4, kDLFloat8_e4m3fn = 10.
-_DLPACK_DTYPES = {(0, 8, 1): "int8", (0, 32, 1): "int32", (2, 32, 1): "float32", (4, 16, 1): "bfloat16",
-                  (10, 8, 1): "float8_e4m3fn"}
+# (DLDataTypeCode, bits, lanes) -> dtype; kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLFloat8_e4m3fn = 10.
+_DLPACK_DTYPES = {(0, 8, 1): "int8", (0, 32, 1): "int32", (1, 8, 1): "uint8", (2, 32, 1): "float32",
+                  (4, 16, 1): "bfloat16", (10, 8, 1): "float8_e4m3fn"}
 
 
 class DLDevice(ctypes.Structure):
@@ -402,7 +404,7 @@ def device_of(obj, name):
 
 # torch dtypes read directly (the rest go through DLPack, which names or refuses them), keyed by the torch dtype
 # itself once torch is imported: str(dtype) costs a microsecond a tensor.
-_TORCH_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float32", "int8", "int32")
+_TORCH_DTYPE_NAMES = tuple(ITEMSIZE)
 
 
 @functools.lru_cache(maxsize=1)
@@ -478,6 +480,15 @@ class _StreamHandle:
 
     def __cuda_stream__(self):
         return (0, self.handle)
+
+
+def synchronize(stream, like):
+    """Waits on the host until the work enqueued on `stream` (a cudaStream_t handle) has run, through `like`'s
+    library (torch, else CuPy)."""
+    if is_torch(like):
+        sys.modules["torch"].cuda.ExternalStream(stream).synchronize()
+        return
+    _devices.cupy("synchronizing a stream").cuda.runtime.streamSynchronize(stream)
 
 
 def on_device(like, device):

@@ -81,6 +81,18 @@ def _declare(lib):
     if hasattr(lib, "flashprefill_merge_state"):
         lib.flashprefill_merge_state.argtypes = [ctypes.POINTER(MergeStateParams), ctypes.c_void_p]
         lib.flashprefill_merge_state.restype = ctypes.c_int
+
+    # flashprefill_status flashprefill_workspace_bytes(const flashprefill_params *p, int64_t *bytes);
+    # flashprefill_status flashprefill_workspace_error(const void *workspace, int32_t *error, char *message,
+    #                                                  int32_t message_bytes);
+    # From 0.10.0, with the varlen validation: an older library lacks them, and attention_varlen says so (varlen.py).
+    if hasattr(lib, "flashprefill_workspace_bytes"):
+        lib.flashprefill_workspace_bytes.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(ctypes.c_int64)]
+        lib.flashprefill_workspace_bytes.restype = ctypes.c_int
+    if hasattr(lib, "flashprefill_workspace_error"):
+        lib.flashprefill_workspace_error.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_char_p,
+                                                     ctypes.c_int32]
+        lib.flashprefill_workspace_error.restype = ctypes.c_int
     return lib
 
 

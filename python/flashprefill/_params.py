@@ -104,6 +104,18 @@ class Params(SizedStruct):
         ("probabilities", ctypes.c_int),  # flashprefill_probabilities
         ("scores", ctypes.c_int),  # flashprefill_scores
         ("v_layout", ctypes.c_int),  # flashprefill_v_layout
+        # From 0.10.0: varlen batches and paged KV caches; cu_seqlens_q NULL (0) keeps the equal-length batch.
+        ("cu_seqlens_q", ctypes.c_void_p),  # const int32_t *, batch + 1
+        ("cu_seqlens_k", ctypes.c_void_p),  # const int32_t *, batch + 1; NULL with a paged cache
+        ("seqused_k", ctypes.c_void_p),  # const int32_t *, batch; required with a paged cache
+        ("total_q", ctypes.c_int32),
+        ("total_k", ctypes.c_int32),  # 0 with a paged cache
+        ("block_table", ctypes.c_void_p),  # const int32_t *, (batch, block_table_stride) page ids
+        ("block_table_stride", ctypes.c_int32),
+        ("page_size", ctypes.c_int32),
+        ("num_pages", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p),  # the check kernel's work list, flashprefill_workspace_bytes() of it
+        ("workspace_bytes", ctypes.c_int64),
     ]
 
 

@@ -26,6 +26,7 @@ _INT32_MAX = 2**31 - 1
 # supports() without `out`: attention would allocate a row-major bf16 out; validation never dereferences
 # pointers, so a 16-byte aligned stand-in checks that call.
 _STAND_IN_OUT_PTR = 1 << 12
+_OUT_AXES = "batch, seqlen_q, heads_q, dim_v"
 
 
 def _check(status, library):
@@ -40,22 +41,30 @@ def version(backend="cuda"):
     return _lib.lib(backend).flashprefill_version().decode()
 
 
+def _check_input_dtypes(q, k, v):
+    if q.dtype not in _IN_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"q, k, v must be all bfloat16 or all float8_e4m3fn, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def _check_int32(problem, what):
+    if max(problem) > _INT32_MAX:
+        raise ValueError(f"a dimension of {what} exceeds 2^31 - 1: {problem}")
+
+
 def _problem(q, k, v):
     """(batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v) of the q, k, v Tensors, after the checks
     the C ABI cannot make (it receives one shape for the three)."""
     for tensor, name in ((q, "q"), (k, "k"), (v, "v")):
         if len(tensor.shape) != 4:
             raise ValueError(f"{name} must be 4-d (batch, seq, heads, dim), got shape {tensor.shape}")
-    if q.dtype not in _IN_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"q, k, v must be all bfloat16 or all float8_e4m3fn, got {q.dtype}, {k.dtype}, {v.dtype}")
+    _check_input_dtypes(q, k, v)
     batch, seqlen_q, heads_q, dim_qk = q.shape
     _, seqlen_k, heads_kv, dim_v = v.shape
     if k.shape != (batch, seqlen_k, heads_kv, dim_qk) or v.shape[0] != batch:
         raise ValueError(f"shapes do not match: q {q.shape}, k {k.shape}, v {v.shape}; expected q (batch, seqlen_q, "
                          "heads_q, dim_qk), k (batch, seqlen_k, heads_kv, dim_qk), v (batch, seqlen_k, heads_kv, dim_v)")
     problem = (batch, seqlen_q, seqlen_k, heads_q, heads_kv, dim_qk, dim_v)
-    if max(problem) > _INT32_MAX:
-        raise ValueError(f"a dimension of q, k, v exceeds 2^31 - 1: {problem}")
+    _check_int32(problem, "q, k, v")
     return problem
 
 
@@ -87,6 +96,18 @@ def _library_call(like, name, stream):
             _release(keep)
 
 
+@contextlib.contextmanager
+def _host_call(like, name):
+    """(library, keep) for a call that asks the library of `like` (named `name`) without the GPU (supports); the
+    arrays imported into `keep` are released on exit."""
+    library = _lib.lib(_arrays.backend_of(like, name))
+    keep = []
+    try:
+        yield library, keep
+    finally:
+        _release(keep)
+
+
 def _check_same_device(keep, device, name):
     for tensor in keep:
         if tensor.device != device:
@@ -111,21 +132,36 @@ def _adapt_v(v, stream, keep):
     return view, VLayout.PREPARED
 
 
-def _adapt_out(out, problem, stream, keep):
-    """out's Tensor, bfloat16 (batch, seqlen_q, heads_q, dim_v): the same check for attention and supports."""
-    batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+def _adapt_out(out, shape, axes, stream, keep):
+    """out's Tensor, bfloat16 of `shape` (whose axes are named `axes`): the same check for a call and its supports."""
     ot = _adapt(out, "out", stream, keep, writable=True)
-    if ot.dtype != "bfloat16" or ot.shape != (batch, seqlen_q, heads_q, dim_v):
-        raise ValueError(f"out must be bfloat16 of shape (batch, seqlen_q, heads_q, dim_v) = "
-                         f"{(batch, seqlen_q, heads_q, dim_v)}, got {ot.dtype} {ot.shape}")
+    if ot.dtype != "bfloat16" or ot.shape != shape:
+        raise ValueError(f"out must be bfloat16 of shape ({axes}) = {shape}, got {ot.dtype} {ot.shape}")
     return ot
 
 
-def _causal(causal):
-    """causal as the ABI's 0 or 1; bool, or the ints 0 and 1 (numpy's too), nothing else."""
-    if isinstance(causal, (bool, int, numpy.bool_, numpy.integer)) and causal in (0, 1):
-        return int(causal)
-    raise ValueError(f"causal must be True or False, got {causal!r}")
+def _out_view(out, shape, axes, keep):
+    """(ptr, strides) of supports' out: the caller's, checked, else the stand-in for the row-major one the call
+    would allocate."""
+    if out is None:
+        return _STAND_IN_OUT_PTR, _arrays.contiguous_strides(shape)
+    ot = _adapt_out(out, shape, axes, None, keep)
+    return ot.ptr, ot.strides
+
+
+def _supported(status, library):
+    """supports()'s answer from the library's status: True, False (NOT_SUPPORTED), or the Error."""
+    if status == Status.ERROR_NOT_SUPPORTED:
+        return False
+    _check(status, library)
+    return True
+
+
+def _flag(value, name):
+    """A flag argument as 0 or 1; bool, or the ints 0 and 1 (numpy's too), nothing else."""
+    if isinstance(value, (bool, int, numpy.bool_, numpy.integer)) and value in (0, 1):
+        return int(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, probabilities, scores,
@@ -138,7 +174,7 @@ def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, pro
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
     p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
                seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
-               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=_causal(causal),
+               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=_flag(causal, "causal"),
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],
@@ -196,9 +232,10 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         vt, v_layout = _adapt_v(v, handle, keep)
         problem = _problem(qt, kt, vt)
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
+        out_shape = (batch, seqlen_q, heads_q, dim_v)
         if out is None:
-            out = _arrays.empty((batch, seqlen_q, heads_q, dim_v), "bfloat16", q, handle)
-        ot = _adapt_out(out, problem, handle, keep)
+            out = _arrays.empty(out_shape, "bfloat16", q, handle)
+        ot = _adapt_out(out, out_shape, _OUT_AXES, handle, keep)
         lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
         lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
         _check_same_device(keep, device, "q")
@@ -214,28 +251,18 @@ def supports(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_desc
     """Whether this build has a kernel for attention(q, k, v, ...) with these arguments, without touching the
     GPU or the data. Arguments as attention. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with
     Status.ERROR_INVALID_ARGUMENT when the call could never be valid."""
-    library = _lib.lib(_arrays.backend_of(q, "q"))
-    keep = []
-    with contextlib.ExitStack() as scope:
-        scope.callback(_release, keep)
+    with _host_call(q, "q") as (library, keep):
         # stream None: no synchronisation with the producers, since nothing is read.
         qt, kt = (_adapt(x, name, None, keep) for x, name in ((q, "q"), (k, "k")))
         vt, v_layout = _adapt_v(v, None, keep)
         problem = _problem(qt, kt, vt)
         batch, seqlen_q, _, heads_q, _, _, dim_v = problem
-        if out is None:
-            out_view = (_STAND_IN_OUT_PTR, _arrays.contiguous_strides((batch, seqlen_q, heads_q, dim_v)))
-        else:
-            ot = _adapt_out(out, problem, None, keep)
-            out_view = (ot.ptr, ot.strides)
+        out_view = _out_view(out, (batch, seqlen_q, heads_q, dim_v), _OUT_AXES, keep)
         descales = _descales(problem, q_descale, k_descale, v_descale, None, keep)
         params = _params(qt, kt, vt, out_view, None, problem, causal, softmax_scale, descales, probabilities,
                          scores, v_layout)
         status = library.flashprefill_supports(ctypes.byref(params))
-    if status == Status.ERROR_NOT_SUPPORTED:
-        return False
-    _check(status, library)
-    return True
+    return _supported(status, library)
 
 
 def quantize_fp8(x, block=128, *, signs=None, subtract=None, code_max=448.0, layout="default", codes=None,

@@ -1,9 +1,12 @@
 """float64 numpy reference attention and the error metrics the tests report.
 
-Layout everywhere: (batch, seq, heads, dim). Inputs of any float dtype numpy understands (ml_dtypes bfloat16
-and float8_e4m3fn included) are converted to float64; device arrays must be copied to the host first.
+Layout: (batch, seq, heads, dim); varlen batches (tokens, heads, dim) with offsets, paged caches (pages, page_size,
+heads, dim). Inputs of any float dtype numpy understands (ml_dtypes bfloat16 and float8_e4m3fn included) are
+converted to float64; device arrays must be copied to the host first.
 """
 import numpy as np
+
+from .scales import BlockScales
 
 QUERY_ROWS_PER_CHUNK = 1024  # float64 scores of 1024 rows × seqlen_k keys: 32 MiB at seqlen_k = 4096
 
@@ -142,3 +145,100 @@ def merge_state_reference(out_a, lse_a, out_b, lse_b):
                    for part in (lse_a, lse_b)]
         out = weights[0] * out_a + weights[1] * out_b
     return out, lse
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Variable-length batches and paged KV caches (attention_varlen)
+
+def _descaled(x, descale, b, group):
+    """float64 values of sequence b's rows x (n, heads, dim) of codes: descale None, float32 factors () / (1,) /
+    (batch, heads_kv) (a query head's factor is its KV head's: `group` query heads a KV head), or BlockScales of
+    exponents (batch, heads, blocks), the sequence's blocks counted from its first row."""
+    x = _as_float64(x)
+    if descale is None:
+        return x
+    if isinstance(descale, BlockScales):
+        blocks = np.arange(x.shape[0]) // descale.block_tokens
+        return x * np.exp2(np.asarray(descale.exponents, np.float64)[b][:, blocks]).T[:, :, None]
+    factors = np.asarray(descale, np.float64)
+    if factors.size == 1:
+        return x * factors.reshape(())
+    return x * np.repeat(factors[b], group)[None, :, None]
+
+
+def _sequence(q, k, v, causal, softmax_scale):
+    """(out (n_q, heads_q, dim_v), lse (heads_q, n_q)) of one sequence; no key: out 0 and lse -inf."""
+    if k.shape[0] == 0 or q.shape[0] == 0:
+        return np.zeros((q.shape[0], q.shape[1], v.shape[2])), np.full((q.shape[1], q.shape[0]), -np.inf)
+    out, lse = attention_reference(q[None], k[None], v[None], causal=causal, softmax_scale=softmax_scale,
+                                   return_lse=True)
+    return out[0], lse[0]
+
+
+def attention_varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, *, seqused_k=None, causal=True,
+                               softmax_scale=None, q_descale=None, k_descale=None, v_descale=None, return_lse=False):
+    """attention_varlen in float64, sequence by sequence through attention_reference (its rules for non-finite
+    inputs hold per sequence).
+
+    q: (total_q, heads_q, dim_qk); k: (total_k, heads_kv, dim_qk); v: (total_k, heads_kv, dim_v): floats, or e4m3
+    codes with their descales (host arrays as attention_varlen takes them on the device: None, float32 factors () or
+    (batch, heads_kv), BlockScales of exponents (batch, heads, blocks)). cu_seqlens_q, cu_seqlens_k: (batch + 1,)
+    host ints; seqused_k: None or (batch,). Sequence b's queries are q's rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1]
+    - 1, its keys k's rows from cu_seqlens_k[b], seqused_k[b] of them or up to cu_seqlens_k[b + 1]. causal: aligned
+    bottom-right per sequence; a query that sees no key (lengths 0 allowed) gets out 0 and lse -inf.
+    Returns out float64 (total_q, heads_q, dim_v) and, with return_lse, lse (heads_q, total_q); rows of q in no
+    sequence are NaN in both (attention_varlen leaves them as they were).
+    """
+    cu_q, cu_k = (np.asarray(c, np.int64) for c in (cu_seqlens_q, cu_seqlens_k))
+    batch = len(cu_q) - 1
+    if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
+        raise ValueError(f"q, k, v must be 3-d (tokens, heads, dim), got {q.shape}, {k.shape}, {v.shape}")
+    if cu_k.shape != cu_q.shape or (seqused_k is not None and np.shape(seqused_k) != (batch,)):
+        raise ValueError(f"cu_seqlens_k must be (batch + 1,) = {cu_q.shape} and seqused_k None or (batch,), got "
+                         f"{cu_k.shape}, {None if seqused_k is None else np.shape(seqused_k)}")
+    heads_q, heads_kv = q.shape[1], k.shape[1]
+    if heads_q % heads_kv:
+        raise ValueError(f"heads_q={heads_q} is not a multiple of heads_kv={heads_kv}")
+    used = np.diff(cu_k) if seqused_k is None else np.asarray(seqused_k, np.int64)
+    out = np.full((q.shape[0], heads_q, v.shape[2]), np.nan)
+    lse = np.full((heads_q, q.shape[0]), np.nan)
+    for b in range(batch):
+        queries, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b] + used[b])
+        if keys.stop > k.shape[0] or queries.stop > q.shape[0] or queries.stop < queries.start:
+            raise ValueError(f"sequence {b}: queries {queries.start}..{queries.stop}, keys {keys.start}..{keys.stop} "
+                             f"out of q's {q.shape[0]} and k's {k.shape[0]} rows")
+        out[queries], lse[:, queries] = _sequence(
+            _descaled(q[queries], q_descale, b, heads_q // heads_kv), _descaled(k[keys], k_descale, b, 1),
+            _descaled(v[keys], v_descale, b, 1), causal, softmax_scale)
+    return (out, lse) if return_lse else out
+
+
+def gather_pages(cache, seqused_k, block_table):
+    """The keys of a paged cache (num_pages, page_size, heads, dim) as varlen rows (total, heads, dim): sequence b's
+    seqused_k[b] keys from its pages block_table[b, 0], block_table[b, 1], ..., the sequences one after another (at
+    the offsets concatenate([0], cumsum(seqused_k))). Entries of block_table past a sequence's last page are not
+    read."""
+    cache, table = np.asarray(cache), np.asarray(block_table, np.int64)
+    used = np.asarray(seqused_k, np.int64)
+    page_size = cache.shape[1]
+    return np.concatenate([cache[table[b, :-(-used[b] // page_size)]].reshape(-1, *cache.shape[2:])[:used[b]]
+                           for b in range(len(used))])
+
+
+def attention_paged_reference(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, *, causal=True,
+                              softmax_scale=None, q_descale=None, k_descale=None, v_descale=None, return_lse=False):
+    """attention_varlen with paged k and v caches (num_pages, page_size, heads_kv, dim) in float64: the pages
+    gathered (gather_pages), then attention_varlen_reference. Descales as there; k's and v's BlockScales hold one
+    exponent per page and KV head, (num_pages, heads_kv) with block_tokens == page_size, applied to the pages."""
+    caches = []
+    for cache, name, scales in ((k_cache, "k", k_descale), (v_cache, "v", v_descale)):
+        if isinstance(scales, BlockScales):
+            if scales.block_tokens != cache.shape[1]:
+                raise ValueError(f"{name}_descale: block_tokens {scales.block_tokens} != page_size {cache.shape[1]}")
+            cache = _as_float64(cache) * np.exp2(np.asarray(scales.exponents, np.float64))[:, None, :, None]
+        caches.append(gather_pages(cache, seqused_k, block_table))
+    cu_k = np.concatenate([[0], np.cumsum(np.asarray(seqused_k, np.int64))])
+    k_descale, v_descale = (None if isinstance(s, BlockScales) else s for s in (k_descale, v_descale))
+    return attention_varlen_reference(q, *caches, cu_seqlens_q, cu_k, causal=causal, softmax_scale=softmax_scale,
+                                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                                      return_lse=return_lse)

@@ -8,6 +8,10 @@ A descale argument (q_descale, k_descale, v_descale of `attention`) is one of:
   * BlockScales(exponents, block_tokens): int8 device array (batch, heads, ceil(seqlen / block_tokens)) of
     power-of-two exponents, heads = heads_q for q and heads_kv for k, v (PER_BLOCK), as quantize_fp8 returns.
 value = code * descale in every case. Descale arrays must be contiguous.
+
+Varlen batches (attention_varlen) index sequences as batches: batch is the number of sequences, seqlen the largest
+length, each sequence's blocks counted from its first token. Paged k and v caches take BlockScales with exponents
+(num_pages, heads_kv) and block_tokens == page_size: one exponent per page and KV head.
 """
 import dataclasses
 
@@ -36,21 +40,32 @@ def _contiguous(tensor, name):
     return tensor
 
 
-def descale(value, name, *, batch, heads, heads_kv, seqlen, stream, keep):
+def _block_shape(value, name, batch, heads, seqlen, pages):
+    """The shape BlockScales' exponents must have, and its description."""
+    if pages is None:
+        return (batch, heads, -(-seqlen // value.block_tokens)), "(batch, heads, ceil(seqlen / block_tokens))"
+    num_pages, page_size = pages
+    if value.block_tokens != page_size:
+        raise ValueError(f"{name} of a paged cache takes one exponent per page: block_tokens must be page_size = "
+                         f"{page_size}, got {value.block_tokens}")
+    return (num_pages, heads), "(num_pages, heads_kv)"
+
+
+def descale(value, name, *, batch, heads, heads_kv, seqlen, stream, keep, pages=None):
     """flashprefill_descale for one descale argument (see the module docstring).
 
-    heads and seqlen are those of the tensor it descales. The imported arrays are appended to `keep`; release
-    them once the library call is enqueued.
+    heads and seqlen are those of the tensor it descales; pages: None, or (num_pages, page_size) of a paged k or v
+    cache. The imported arrays are appended to `keep`; release them once the library call is enqueued.
     """
     if value is None:
         return Descale(kind=DescaleKind.NONE)
     if isinstance(value, BlockScales):
         exponents = _arrays.adapt(value.exponents, f"{name}.exponents", stream)
         keep.append(exponents)
-        blocks = -(-seqlen // value.block_tokens)
-        if exponents.dtype != "int8" or exponents.shape != (batch, heads, blocks):
-            raise ValueError(f"{name}.exponents must be int8 of shape (batch, heads, ceil(seqlen / block_tokens)) = "
-                             f"{(batch, heads, blocks)}, got {exponents.dtype} {exponents.shape}")
+        shape, described = _block_shape(value, name, batch, heads, seqlen, pages)
+        if exponents.dtype != "int8" or exponents.shape != shape:
+            raise ValueError(f"{name}.exponents must be int8 of shape {described} = {shape}, got {exponents.dtype} "
+                             f"{exponents.shape}")
         _contiguous(exponents, f"{name}.exponents")
         return Descale(kind=DescaleKind.PER_BLOCK, block_tokens=value.block_tokens, exponents=exponents.ptr)
     factors = _arrays.adapt(value, name, stream)
