@@ -147,8 +147,22 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
                                            l2_bytes, grid);
     if (Config::kVarlen && (s = varlen_plan(p, Config::kBlockN, static_cast<cudaStream_t>(stream))))
         return s;
-    kernel<<<grid, Config::kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    // Varlen: the forward kernel is launched while the plan kernel runs (programmatic dependent launch), its CTAs
+    // setting up until the plan is complete (kernel.cuh), so that the plan costs no launch gap.
+    cudaLaunchConfig_t launch{};
+    launch.gridDim = dim3(grid);
+    launch.blockDim = dim3(Config::kThreads);
+    launch.dynamicSmemBytes = smem_bytes;
+    launch.stream = static_cast<cudaStream_t>(stream);
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    launch.attrs = &overlap;
+    launch.numAttrs = Config::kVarlen ? 1 : 0;
+    err = cudaLaunchKernelEx(&launch, kernel, args);
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "kernel launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;
 }

@@ -158,6 +158,23 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const void *tensor_map, u
                  : "memory");
 }
 
+// prefetch.global.L1: bring the line holding ptr into this SM's L1 ahead of a load that would wait on L2.
+__device__ __forceinline__ void prefetch_global_l1(const void *ptr)
+{
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(ptr));
+}
+
+// griddepcontrol (programmatic dependent launch): launch_dependents lets the next kernel of the stream start its
+// CTAs; wait blocks until every prerequisite grid has completed and its memory is visible.
+__device__ __forceinline__ void griddepcontrol_launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void griddepcontrol_wait()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 // prefetch.tensormap: pull a __grid_constant__ tensor map into the descriptor cache ahead of first use.
 __device__ __forceinline__ void prefetch_tensormap(const void *tensor_map)
 {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "fwd/varlen.cuh"
+#include "ptx.cuh"
 #include "varlen_plan.cuh"
 
 namespace fp {
@@ -86,6 +87,7 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     __shared__ int count[kVarlenMaxLevels];  // items per KV tile count, then the place of the next one
     __shared__ int start[kVarlenMaxLevels];  // where each count's items begin: costliest first
     __shared__ int first_fault;              // the least b * 8 + error over faulty sequences
+    ptx::griddepcontrol_launch_dependents();  // the forward kernel sets up meanwhile, then waits for this grid
     for (int i = threadIdx.x; i < a.levels; i += blockDim.x)
         count[i] = 0;
     if (threadIdx.x == 0)

@@ -65,6 +65,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     }
     __syncthreads();
 
+    // Varlen: launched while the plan kernel runs (programmatic dependent launch); its list is read from here on.
+    if constexpr (Config::kVarlen)
+        ptx::griddepcontrol_wait();
     // Each role walks this CTA's work items (work_index) with its own ring position.
     auto for_each_item = [&](auto &&run) {
         for (int round = 0;; ++round) {

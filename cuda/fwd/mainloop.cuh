@@ -82,6 +82,7 @@ template <class Config>
 __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item, int round,
                                          RingPositions<Config> &rings)
 {
+    prefetch_item<Config>(args, work_index(round + 1));  // the next item's entry, which this role waits for
     const int m_block = item.m_block, head = item.head, batch = item.batch;
     const KvRange range = item.range;
     using Scores = typename Policies<Config>::Scores;

@@ -44,6 +44,17 @@ __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
     }
 }
 
+// Varlen: the plan's entry of item `index` into L1 while this one runs (its first load otherwise waits on L2 at the
+// start of every item); an index past the list touches nothing.
+template <class Config>
+__device__ __forceinline__ void prefetch_item(const FwdArgs &args, int index)
+{
+    if constexpr (Config::kVarlen) {
+        if (index < args.items)
+            ptx::prefetch_global_l1(args.varlen_tiles + index / args.heads_q);
+    }
+}
+
 // This CTA's item index in round `round` (work_order.cuh).
 __device__ __forceinline__ int work_index(int round)
 {
