@@ -168,6 +168,19 @@ def test_inputs_quantize_per_sequence_and_page_the_same_codes(rng):
     for b in range(3):  # each (sequence, kv head)'s largest code is 448's neighbourhood: one factor per sequence
         assert (np.abs(codes[owner == b]).max(axis=(0, 2)) > 400).all()
     cache = x["pages"][16]
+    for name in ("k", "v"):  # the cache's own form: per page and kv head, amax / 2^e in (224, 448] before rounding
+        codes = np.asarray(cache[name + "8p"], dtype=np.float32)
+        assert cache[name + "e"].dtype == np.int8 and cache[name + "e"].shape == (codes.shape[0], 2)
+        values = codes * np.exp2(cache[name + "e"].astype(np.float32))[:, None, :, None]
+        assert relative_l2(values, np.asarray(cache[name], dtype=np.float32)) < 0.05
+        largest = np.abs(codes).max(axis=(1, 3))  # e one too large would leave every page at 224 or under
+        assert (largest >= 224).all() and (largest > 224).mean() > 0.5 and largest.max() <= 448
+    q_codes, q_e = np.asarray(cache["q8p"], dtype=np.float32), cache["qe"]
+    assert q_e.dtype == np.int8 and q_e.shape == (3, 8, -(-max(problem.lengths_q) // 16))
+    block = np.concatenate([np.arange(n) // 16 for n in problem.lengths_q])
+    owner_q = vc.token_sequences(problem.lengths_q)
+    q_values = q_codes * np.exp2(q_e[owner_q, :, block].astype(np.float32))[:, :, None]
+    assert relative_l2(q_values, np.asarray(x["q"], dtype=np.float32)) < 0.05
     for name in ("k", "k8", "v", "v8"):
         rows = np.asarray(cache[name]).reshape((-1,) + x[name].shape[1:])[vc.paged_rows(problem.lengths_k, 16,
                                                                                           cache["table"])]
@@ -207,11 +220,13 @@ def test_a_group_runs_end_to_end_on_the_stand_ins():
     assert "unavailable" in r["FA3 fp8 paged 16"] and "unavailable" in r["FA3 bf16 paged 16"]
     for name in ("flashprefill bf16 varlen", "flashprefill bf16 paged 16", "FA3 bf16 paged 256"):
         assert r[name]["rel_l2"] < 1e-2, name  # the same attention, rounded to bf16 at the end
-    for name in ("flashprefill fp8 varlen", "flashprefill fp8 paged 16", "FA3 fp8 varlen"):
+    for name in ("flashprefill fp8 varlen", "flashprefill fp8 paged 16", "FA3 fp8 varlen",
+                 "flashprefill fp8 paged 16, page scales"):
         assert 1e-3 < r[name]["rel_l2"] < 0.1, name  # e4m3 codes
     assert r["flashprefill fp8 4x64"]["rel_l2"] is None and len(r["flashprefill fp8 4x64"]["round_medians_ms"]) == 2
     rows = records.varlen_rows({"groups": [result]}, RUN)
     peers = {(row["ours"], row["peer"]) for row in rows}
     assert ("flashprefill fp8 paged 16", "FA3 fp8 varlen") in peers  # FA3's paged fp8 refused: its varlen instead
     assert ("flashprefill bf16 paged 256", "FA3 bf16 paged 256") in peers
+    assert ("flashprefill fp8 paged 256, page scales", "flashprefill fp8 paged 256") in peers
     assert all(math.isfinite(row["ratio"]) for row in rows)

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_report  # noqa: E402
 import records  # noqa: E402
@@ -70,7 +72,29 @@ def make_inputs(problem, page_sizes, seed, ops):
         for name in ("k", "v", "k8", "v8"):
             rows = ops.scatter_rows(x[name], used_rows, paged, num_pages * page)
             cache[name] = rows.reshape((num_pages, page) + tuple(rows.shape[1:]))
+        cache.update(page_scales(x, cache, p, page, ops))
     return x
+
+
+def page_scales(x, cache, problem, page, ops):
+    """The fp8 form a paged cache is written in: k's and v's bf16 values quantized per page and KV head (k8p, v8p,
+    exponents ke, ve (num_pages, heads_kv)), q's per block of `page` tokens of each sequence and head (q8p, exponents
+    qe (batch, heads_q, ceil(max_q / page))); every descale a power of two, BlockScales of block `page`."""
+    out = {}
+    for name in ("k", "v"):
+        values = ops.cast(cache[name], "float32")
+        e = ops.pow2_exponents(ops.amax(ops.amax(abs(values), 3), 1))
+        out[name + "8p"] = ops.cast(ops.clip(values / ops.exp2(e)[:, None, :, None], -E4M3_MAX, E4M3_MAX), "fp8")
+        out[name + "e"] = e
+    batch, blocks = len(problem.lengths_q), -(-max(problem.lengths_q) // page)
+    sequence = varlen_cases.token_sequences(problem.lengths_q)
+    position = np.arange(len(sequence)) - varlen_cases.cu_seqlens(problem.lengths_q)[sequence]
+    block = ops.asarray(sequence * blocks + position // page, "int64")
+    values = ops.cast(x["q"], "float32")
+    e = ops.pow2_exponents(ops.segment_amax(ops.amax(abs(values), 2), block, batch * blocks))
+    codes = ops.clip(values / ops.exp2(e)[block][:, :, None], -E4M3_MAX, E4M3_MAX)
+    out["q8p"], out["qe"] = ops.cast(codes, "fp8"), ops.cast(e.reshape(batch, blocks, -1).swapaxes(1, 2), "int8")
+    return out
 
 
 def check_outputs(runs, unavailable, reference_order, ops):
@@ -91,11 +115,13 @@ def check_outputs(runs, unavailable, reference_order, ops):
 
 
 def bench_group(group, libs, clock, rounds, launches, idle_s):
+    """One group's record: its implementations set up on INPUT_SETS input sets of each of its problems, outputs
+    checked, timed in the same rounds; refusals kept with their reasons."""
     specs = varlen_cases.implementations(group)
     flops = {name: (group.equal if spec[2] == "equal" else group.problem).flops for name, spec in specs.items()}
-    forms = {group.problem: ("varlen", "paged")}
+    forms = {group.problem: {form for _, _, form, _ in specs.values()} - {"equal"}}
     if group.equal is not None:
-        forms[group.equal] = forms.get(group.equal, ()) + ("equal",)
+        forms[group.equal] = forms.get(group.equal, set()) | {"equal"}
     runs, unavailable, errors, reference = {}, {}, {}, None
     for problem, its_forms in forms.items():
         setups = {name: varlen_peers.setup(libs, spec) for name, spec in specs.items() if spec[2] in its_forms}
@@ -106,14 +132,13 @@ def bench_group(group, libs, clock, rounds, launches, idle_s):
             errors, reference = check_outputs(ran, refused, REFERENCES, libs.ops)
         runs.update(ran)
         unavailable.update(refused)
-        del sets
     timed = timing.time_rounds(runs, rounds, launches, flops, clock, idle_s)
     results = {}
     for name, (library, dtype, form, page) in specs.items():
         results[name] = {"library": library, "dtype": dtype, "form": form, "page_size": page, "flops": flops[name]}
         if name in unavailable:
             results[name]["unavailable"] = unavailable[name]
-        elif name in timed:
+        else:
             results[name].update(timed[name], rel_l2=errors.get(name))
     del runs
     libs.ops.release()

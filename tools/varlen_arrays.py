@@ -3,7 +3,7 @@ the GPU (torch CUDA tensors, what flashprefill and FlashAttention-3 take), Numpy
 ml_dtypes' bfloat16 and float8_e4m3fn). The benchmark's code is written once against these names, so that the dry
 run goes through all of it but the kernels.
 
-dtype names: "float32", "bf16", "fp8" (e4m3fn), "int32", "int64", "uint8".
+dtype names: "float32", "bf16", "fp8" (e4m3fn), "int8", "int32", "int64", "uint8".
 """
 import numpy as np
 
@@ -17,7 +17,7 @@ class TorchOps:
         import torch
         self.torch = torch
         self.dtypes = {"float32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn,
-                       "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
+                       "int8": torch.int8, "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
 
     def randn(self, shape, seed):
         g = self.torch.Generator(device="cuda").manual_seed(seed)
@@ -38,6 +38,15 @@ class TorchOps:
 
     def clip(self, x, low, high):
         return x.clamp(low, high)
+
+    def pow2_exponents(self, amax):
+        """int8: the least e with amax / 2^e <= 448 (0 where amax is 0): power-of-two descales 2^e."""
+        torch = self.torch
+        e = torch.where(amax > 0, torch.ceil(torch.log2(amax / E4M3_MAX)), torch.zeros_like(amax))
+        return e.clamp(-127, 127).to(torch.int8)
+
+    def exp2(self, e):
+        return self.torch.exp2(e.float())
 
     def segment_amax(self, x, segments, count):
         """(count, ...) float32: the largest of x's rows (x >= 0) of each segment; segments: int64 device array."""
@@ -68,7 +77,7 @@ class NumpyOps:
     def __init__(self):
         import ml_dtypes
         self.dtypes = {"float32": np.float32, "bf16": ml_dtypes.bfloat16, "fp8": ml_dtypes.float8_e4m3fn,
-                       "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
+                       "int8": np.int8, "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
 
     def randn(self, shape, seed):
         return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
@@ -87,6 +96,14 @@ class NumpyOps:
 
     def clip(self, x, low, high):
         return np.clip(x, low, high)
+
+    def pow2_exponents(self, amax):
+        with np.errstate(divide="ignore"):
+            e = np.where(amax > 0, np.ceil(np.log2(amax / E4M3_MAX)), 0)
+        return np.clip(e, -127, 127).astype(np.int8)
+
+    def exp2(self, e):
+        return np.exp2(e.astype(np.float32))
 
     def segment_amax(self, x, segments, count):
         out = np.zeros((count,) + x.shape[1:], dtype=np.float32)

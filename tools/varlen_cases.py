@@ -130,13 +130,15 @@ class Group:
 
 def implementations(group):
     """{name: (library, dtype, form, page_size)} of a group, in the order they are timed; form is "varlen",
-    "paged" or "equal"."""
+    "paged", "paged scales" (ours fp8 only: the cache's own form, varlen_peers) or "equal"."""
     names = {}
     for dtype in ("fp8", "bf16"):
         for library in ("flashprefill", "FA3"):
             names[f"{library} {dtype} varlen"] = (library, dtype, "varlen", None)
             for page in group.page_sizes:
                 names[f"{library} {dtype} paged {page}"] = (library, dtype, "paged", page)
+                if (library, dtype) == ("flashprefill", "fp8"):
+                    names[f"{library} {dtype} paged {page}, page scales"] = (library, dtype, "paged scales", page)
         if group.equal is not None:
             e = group.equal
             names[f"flashprefill {dtype} {len(e.lengths_q)}x{tokens(e.lengths_q[0])}"] = ("flashprefill", dtype,
@@ -147,7 +149,8 @@ def implementations(group):
 def pairs(group):
     """[(ours, (peers...))]: what each row of the report compares, the peer being the first of its candidates that
     ran. Ours against FA3 on the same work; paged against our contiguous varlen on the same work; FA3's paged form
-    where it runs, else its contiguous varlen; varlen against the equal-length path (work per time)."""
+    where it runs, else its contiguous varlen; varlen against the equal-length path (work per time); fp8 paged in
+    the cache's own form (page scales) against paged with factors, and against FA3."""
     out = []
     for dtype in ("fp8", "bf16"):
         varlen = f"flashprefill {dtype} varlen"
@@ -157,8 +160,10 @@ def pairs(group):
             out.append((varlen, (f"flashprefill {dtype} {len(e.lengths_q)}x{tokens(e.lengths_q[0])}",)))
         for page in group.page_sizes:
             paged = f"flashprefill {dtype} paged {page}"
-            out.append((paged, (varlen,)))
-            out.append((paged, (f"FA3 {dtype} paged {page}", f"FA3 {dtype} varlen")))
+            fa3 = (f"FA3 {dtype} paged {page}", f"FA3 {dtype} varlen")
+            out += [(paged, (varlen,)), (paged, fa3)]
+            if dtype == "fp8":
+                out += [(f"{paged}, page scales", (paged,)), (f"{paged}, page scales", fa3)]
     return out
 
 

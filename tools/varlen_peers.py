@@ -6,7 +6,8 @@ stand-ins of tools/varlen_standins.py in a dry run; nothing here imports torch.
 
 inputs (bench_varlen.make_inputs): q, k, v (bf16) and q8, k8, v8 (fp8 e4m3) in the varlen layout, FA3-style
 descales qd, kd, vd (float32, (batch, heads_kv): one factor per sequence and KV head), cu_q, cu_k, used_k (int32),
-max_q, max_k, lengths_q, uses_seqused, and pages[page_size] = {table, k, v, k8, v8}: the same codes in a paged cache.
+max_q, max_k, lengths_q, uses_seqused, and pages[page_size] = {table, k, v, k8, v8}: the same codes in a paged cache,
+with q8p, k8p, v8p and their exponents qe, ke, ve: the cache's own fp8 form (bench_varlen.page_scales).
 Every fp8 implementation gets the same codes and factors; run() returns the output, (total_q, heads_q, dim_v) bf16
 ((batch, seq, heads_q, dim_v) for the equal-length path). A setup raises PeerUnavailable with the reason where a
 library is missing or refuses the form; its first call is made here (flashprefill's with check=True, which reads
@@ -48,19 +49,25 @@ def _first_call_ours(libs, call):
 
 
 def flashprefill_varlen(libs, spec, x):
-    """attention_varlen on contiguous k, v (seqused_k where the problem has spare rows) or on the paged cache."""
+    """attention_varlen on contiguous k, v (seqused_k where the problem has spare rows) or on the paged cache, fp8
+    with the factors every fp8 implementation takes or ("paged scales") in the cache's own form: codes and
+    power-of-two descales per page (k, v) and per block of page_size tokens (q), BlockScales."""
     fp, ops = libs.fp, libs.ops
     _, dtype, form, page = spec
     if not hasattr(fp, "attention_varlen"):
-        raise PeerUnavailable(f"flashprefill {getattr(fp, '__version__', '')} has no attention_varlen")
+        raise PeerUnavailable("this flashprefill has no attention_varlen (its Python binding predates 0.10.0)")
     q, k, v, kw = _codes(x, dtype)
     cu_k = x["cu_k"]
-    if form == "paged":
+    if form == "varlen":
+        if x["uses_seqused"]:
+            kw.update(seqused_k=x["used_k"])
+    else:
         cache = x["pages"][page]
         k, v, cu_k = cache["k" + _suffix(dtype)], cache["v" + _suffix(dtype)], None
         kw.update(seqused_k=x["used_k"], block_table=cache["table"])
-    elif x["uses_seqused"]:
-        kw.update(seqused_k=x["used_k"])
+        if form == "paged scales":
+            q, k, v = cache["q8p"], cache["k8p"], cache["v8p"]
+            kw.update({f"{n}_descale": fp.BlockScales(cache[n + "e"], page) for n in "qkv"})
     args = (q, k, v, x["cu_q"], cu_k, x["max_q"], x["max_k"])
     out = ops.empty((q.shape[0], q.shape[1], v.shape[-1]), "bf16")
     workspace = ops.empty((fp.varlen_workspace_bytes(*args, causal=True, **kw),), "uint8")
@@ -128,7 +135,7 @@ def fa3_paged(libs, spec, x):
 
 
 SETUPS = {("flashprefill", "varlen"): flashprefill_varlen, ("flashprefill", "paged"): flashprefill_varlen,
-          ("flashprefill", "equal"): flashprefill_equal, ("FA3", "varlen"): fa3_varlen, ("FA3", "paged"): fa3_paged}
+          ("flashprefill", "paged scales"): flashprefill_varlen, ("flashprefill", "equal"): flashprefill_equal, ("FA3", "varlen"): fa3_varlen, ("FA3", "paged"): fa3_paged}
 
 
 def setup(libs, spec):

@@ -7,60 +7,80 @@ Each stand-in reads its inputs as the ABI defines them (include/flashprefill.h, 
 tools/varlen_cases.py lays them out: sequence b's queries are rows cu_q[b] .. cu_q[b + 1] - 1; its keys the first
 seqused_k[b] (else cu_k[b + 1] - cu_k[b]) rows from cu_k[b], or key j in page table[b, j // page_size], row
 j % page_size; descales (batch, heads_kv) per sequence and KV head, query head h reading KV head
-h // (heads_q // heads_kv).
+h // (heads_q // heads_kv), or BlockScales: (batch, heads, blocks) per block of a sequence's tokens, (num_pages,
+heads_kv) per page of a paged k or v.
 """
 import numpy as np
 
-from flashprefill import Error, Status
+from flashprefill import BlockScales, Error, Status
 
 
-def _scaled(x, descale, b, heads_kv):
-    """float32 (tokens, heads_kv, group, dim) of rows x (tokens, heads, dim), times sequence b's descales."""
+def _row_descales(descale, b, positions, heads, pages=None):
+    """float32 (len(positions), heads): the descale of each of sequence b's rows at these positions (of its tokens)
+    and heads, or None. Factors (batch, heads_kv): one per sequence and KV head, query head h reading KV head
+    h // (heads / heads_kv); BlockScales (batch, heads, blocks): one per block of a sequence's positions; paged k and v
+    (pages: the page of each row) BlockScales (num_pages, heads_kv): one per page."""
+    if descale is None:
+        return None
+    if isinstance(descale, BlockScales):
+        e = np.asarray(descale.exponents).astype(np.int32)
+        e = e[pages] if pages is not None else e[b][:, positions // descale.block_tokens].T
+        return np.ldexp(np.float32(1.0), e).astype(np.float32)
+    factors = np.asarray(descale, dtype=np.float32)[b]
+    return np.broadcast_to(np.repeat(factors, heads // len(factors)), (len(positions), heads))
+
+
+def _values(x, scales):
+    """float32 values of rows x (rows, heads, dim): codes times their descales."""
     t = np.asarray(x, dtype=np.float32)
-    t = t.reshape(t.shape[0], heads_kv, t.shape[1] // heads_kv, t.shape[-1])
-    return t if descale is None else t * np.asarray(descale, dtype=np.float32)[b][None, :, None, None]
+    return t if scales is None else t * scales[:, :, None]
 
 
-def _sequence(q, k, v, b, descales, softmax_scale):
-    """out float32 (lq, heads_q, dim_v) of one sequence: causal, aligned bottom-right; a query that sees no key
-    gets 0."""
-    qd, kd, vd = descales
-    heads_kv = k.shape[1]
-    qs, ks, vs = (_scaled(t, d, b, heads_kv) for t, d in ((q, qd), (k, kd), (v, vd)))
-    lq, lk = qs.shape[0], ks.shape[0]
+def _sequence(q, k, v, softmax_scale):
+    """out float32 (lq, heads_q, dim_v) of one sequence's values: causal, aligned bottom-right; a query that sees no
+    key gets 0."""
+    (lq, heads_q, dim_qk), (lk, heads_kv, _) = q.shape, k.shape
+    qs = q.reshape(lq, heads_kv, heads_q // heads_kv, dim_qk)
     # (kv head, group, query, key) scores, key j visible to query i iff j <= i + lk - lq
-    s = np.matmul(qs.transpose(1, 2, 0, 3), ks[:, :, 0].transpose(1, 2, 0)[:, None]) * softmax_scale
+    s = np.matmul(qs.transpose(1, 2, 0, 3), k.transpose(1, 2, 0)[:, None]) * softmax_scale
     visible = np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq)
     s = np.where(visible, s, -np.inf)
     row_max = s.max(axis=-1, keepdims=True, initial=-np.inf)
     p = np.where(visible, np.exp(s - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
     sums = p.sum(axis=-1, keepdims=True)
-    o = np.matmul(p / np.where(sums > 0, sums, 1.0), vs[:, :, 0].transpose(1, 0, 2)[:, None])
-    return o.transpose(2, 0, 1, 3).reshape(lq, q.shape[1], o.shape[-1])
+    o = np.matmul(p / np.where(sums > 0, sums, 1.0), v.transpose(1, 0, 2)[:, None])
+    return o.transpose(2, 0, 1, 3).reshape(lq, heads_q, o.shape[-1])
 
 
 def attention_varlen(q, k, v, cu_q, cu_k, seqused_k, block_table, descales, softmax_scale, out):
     """Writes each sequence's output into out (total_q, heads_q, dim_v) and returns it; k and v contiguous
-    (cu_k, seqused_k optional) or paged (block_table, seqused_k)."""
+    (cu_k, seqused_k optional) or paged (block_table, seqused_k); descales (q, k, v) as _row_descales takes them."""
+    qd, kd, vd = descales
     cu_q = np.asarray(cu_q)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     for b in range(len(cu_q) - 1):
+        rows = slice(int(cu_q[b]), int(cu_q[b + 1]))
         if block_table is None:
             start = int(np.asarray(cu_k)[b])
             end = int(np.asarray(cu_k)[b + 1]) if seqused_k is None else start + int(np.asarray(seqused_k)[b])
+            j, pages = np.arange(end - start), None
             ks, vs = k[start:end], v[start:end]
         else:
             j = np.arange(int(np.asarray(seqused_k)[b]))
-            page, row = np.asarray(block_table)[b, j // k.shape[1]], j % k.shape[1]
-            ks, vs = k[page, row], v[page, row]
-        rows = slice(int(cu_q[b]), int(cu_q[b + 1]))
-        out[rows] = _sequence(q[rows], ks, vs, b, descales, scale).astype(out.dtype)
+            pages, row = np.asarray(block_table)[b, j // k.shape[1]], j % k.shape[1]
+            ks, vs = k[pages, row], v[pages, row]
+        i = np.arange(rows.stop - rows.start)
+        values = (_values(q[rows], _row_descales(qd, b, i, q.shape[1])),
+                  _values(ks, _row_descales(kd, b, j, ks.shape[1], pages)),
+                  _values(vs, _row_descales(vd, b, j, vs.shape[1], pages)))
+        out[rows] = _sequence(*values, scale).astype(out.dtype)
     return out
 
 
 class Flashprefill:
-    """flashprefill's attention_varlen, varlen_workspace_bytes and attention; Error and Status are the real ones."""
-    Error, Status = Error, Status
+    """flashprefill's attention_varlen, varlen_workspace_bytes and attention; BlockScales, Error and Status are the
+    real ones."""
+    BlockScales, Error, Status = BlockScales, Error, Status
 
     @staticmethod
     def varlen_workspace_bytes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **kwargs):
