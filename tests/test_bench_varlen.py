@@ -230,3 +230,26 @@ def test_a_group_runs_end_to_end_on_the_stand_ins():
     assert ("flashprefill bf16 paged 256", "FA3 bf16 paged 256") in peers
     assert ("flashprefill fp8 paged 256, page scales", "flashprefill fp8 paged 256") in peers
     assert all(math.isfinite(row["ratio"]) for row in rows)
+
+
+def test_refusals_become_unavailable_with_their_reason(rng):
+    from flashprefill import Error, Status
+    from varlen_peers import Libraries, setup
+    from varlen_standins import FlashAttention3, Flashprefill
+
+    def refuse(*args, **kwargs):
+        raise Error(Status.ERROR_NOT_SUPPORTED, "no kernel for this paged form")
+
+    class Refusing(Flashprefill):
+        attention_varlen = staticmethod(refuse)
+
+    libs = Libraries(Refusing, FlashAttention3, NumpyOps())
+    problem = vc.Problem(4, 2, 32, 32, (20, 40), (20, 40), (20, 40))
+    x = bench_varlen.make_inputs(problem, (16,), int(rng.integers(2**31)), libs.ops)
+    with pytest.raises(timing.PeerUnavailable, match="flashprefill: Error: not supported: no kernel for this paged"):
+        setup(libs, ("flashprefill", "fp8", "paged", 16))(x)
+    with pytest.raises(timing.PeerUnavailable, match="FA3: RuntimeError: This flash attention build"):
+        setup(libs, ("FA3", "fp8", "paged", 16))(x)
+    setup(libs, ("FA3", "bf16", "varlen", None))(x)()  # runs
+    with pytest.raises(KeyError):  # a bug of the benchmark's own stays an error
+        setup(libs, ("FA3", "bf16", "paged", 32))(x)

@@ -140,10 +140,13 @@ def implementations(group):
                 if (library, dtype) == ("flashprefill", "fp8"):
                     names[f"{library} {dtype} paged {page}, page scales"] = (library, dtype, "paged scales", page)
         if group.equal is not None:
-            e = group.equal
-            names[f"flashprefill {dtype} {len(e.lengths_q)}x{tokens(e.lengths_q[0])}"] = ("flashprefill", dtype,
-                                                                                           "equal", None)
+            names[equal_name(dtype, group.equal)] = ("flashprefill", dtype, "equal", None)
     return names
+
+
+def equal_name(dtype, problem):
+    """Our equal-length path's name by its shape, e.g. "flashprefill fp8 16x4k"."""
+    return f"flashprefill {dtype} {len(problem.lengths_q)}x{tokens(problem.lengths_q[0])}"
 
 
 def pairs(group):
@@ -156,8 +159,7 @@ def pairs(group):
         varlen = f"flashprefill {dtype} varlen"
         out.append((varlen, (f"FA3 {dtype} varlen",)))
         if group.equal is not None:
-            e = group.equal
-            out.append((varlen, (f"flashprefill {dtype} {len(e.lengths_q)}x{tokens(e.lengths_q[0])}",)))
+            out.append((varlen, (equal_name(dtype, group.equal),)))
         for page in group.page_sizes:
             paged = f"flashprefill {dtype} paged {page}"
             fa3 = (f"FA3 {dtype} paged {page}", f"FA3 {dtype} varlen")

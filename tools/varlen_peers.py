@@ -10,8 +10,7 @@ max_q, max_k, lengths_q, uses_seqused, and pages[page_size] = {table, k, v, k8, 
 with q8p, k8p, v8p and their exponents qe, ke, ve: the cache's own fp8 form (bench_varlen.page_scales).
 Every fp8 implementation gets the same codes and factors; run() returns the output, (total_q, heads_q, dim_v) bf16
 ((batch, seq, heads_q, dim_v) for the equal-length path). A setup raises PeerUnavailable with the reason where a
-library is missing or refuses the form; its first call is made here (flashprefill's with check=True, which reads
-back the check kernel's verdict on cu_seqlens, seqused_k and the block table).
+library is missing or refuses the form (setup).
 """
 import dataclasses
 
@@ -36,16 +35,6 @@ def _codes(x, dtype):
     s = _suffix(dtype)
     descales = dict(q_descale=x["qd"], k_descale=x["kd"], v_descale=x["vd"]) if dtype == "fp8" else {}
     return x["q" + s], x["k" + s], x["v" + s], descales
-
-
-def _first_call_ours(libs, call):
-    """call() once; flashprefill's "not supported" becomes PeerUnavailable, any other error stays an error."""
-    try:
-        call()
-    except libs.fp.Error as e:
-        if e.status != libs.fp.Status.ERROR_NOT_SUPPORTED:
-            raise
-        raise PeerUnavailable(f"flashprefill: {e}")
 
 
 def flashprefill_varlen(libs, spec, x):
@@ -74,7 +63,7 @@ def flashprefill_varlen(libs, spec, x):
 
     def run(check=False):
         return fp.attention_varlen(*args, causal=True, out=out, workspace=workspace, check=check, **kw)
-    _first_call_ours(libs, lambda: run(check=True))
+    run(check=True)
     return run
 
 
@@ -90,7 +79,7 @@ def flashprefill_equal(libs, spec, x):
 
     def run():
         return fp.attention(q, k, v, causal=True, out=out, **kw)
-    _first_call_ours(libs, run)
+    run()
     return run
 
 
@@ -100,14 +89,6 @@ def _fa3(libs):
     return libs.fa3
 
 
-def _first_call_fa3(run):
-    """run() once; FA3 raises RuntimeError for what its build or kernels do not take."""
-    try:
-        run()
-    except RuntimeError as e:
-        raise PeerUnavailable(f"FA3: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-
-
 def fa3_varlen(libs, spec, x):
     f = _fa3(libs).flash_attn_varlen_func
     q, k, v, kw = _codes(x, spec[1])
@@ -115,7 +96,7 @@ def fa3_varlen(libs, spec, x):
 
     def run():
         return f(q, k, v, x["cu_q"], x["cu_k"], x["max_q"], x["max_k"], seqused_k=used, causal=True, **kw)
-    _first_call_fa3(run)
+    run()
     return run
 
 
@@ -130,15 +111,31 @@ def fa3_paged(libs, spec, x):
     def run():
         return f(q, k, v, cache_seqlens=x["used_k"], page_table=cache["table"], cu_seqlens_q=x["cu_q"],
                  max_seqlen_q=x["max_q"], causal=True, **kw)
-    _first_call_fa3(run)
+    run()
     return run
 
 
 SETUPS = {("flashprefill", "varlen"): flashprefill_varlen, ("flashprefill", "paged"): flashprefill_varlen,
-          ("flashprefill", "paged scales"): flashprefill_varlen, ("flashprefill", "equal"): flashprefill_equal, ("FA3", "varlen"): fa3_varlen, ("FA3", "paged"): fa3_paged}
+          ("flashprefill", "paged scales"): flashprefill_varlen, ("flashprefill", "equal"): flashprefill_equal,
+          ("FA3", "varlen"): fa3_varlen, ("FA3", "paged"): fa3_paged}
+
+
+def _refusals(libs, library):
+    """What a library raises for a call it does not take. flashprefill: its Error (not supported, an argument the
+    library or the check kernel rejects), and TypeError / ValueError from its Python side; FA3: RuntimeError. Each
+    becomes PeerUnavailable with its message, so that one form's failure leaves the others' timings in the record."""
+    return (libs.fp.Error, TypeError, ValueError) if library == "flashprefill" else (RuntimeError,)
 
 
 def setup(libs, spec):
-    """setup(inputs) -> run() of one implementation; spec: (library, dtype, form, page_size)."""
+    """setup(inputs) -> run() of one implementation; spec: (library, dtype, form, page_size). The setup makes the
+    first call (flashprefill's with check=True, the check kernel's verdict on the device arrays read back)."""
     library, _, form, _ = spec
-    return lambda x: SETUPS[library, form](libs, spec, x)
+
+    def make(x):
+        try:
+            return SETUPS[library, form](libs, spec, x)
+        except _refusals(libs, library) as e:
+            message = str(e).splitlines()[0] if str(e) else ""
+            raise PeerUnavailable(f"{library}: {type(e).__name__}: {message}")
+    return make
