@@ -4,7 +4,8 @@
 Groups (tools/varlen_cases.py), each timed in the same interleaved rounds (tools/timing.py, as tools/bench.py):
   equal lengths 16 x 4k through attention_varlen and our equal-length path on the same inputs;
   mixed batch   64k tokens, lengths from a seeded lognormal of median 1k clipped to [16, 16k]; contiguous, paged
-                at 64- and 256-token pages (pages in a random order), and our equal-length path at 16 x 4k;
+                at 64- and 256-token pages (pages in a random order; ours fp8 also in the cache's own form, codes
+                with a power-of-two scale per page), and our equal-length path at 16 x 4k;
   chunked       4 sequences of 2k new queries on 30k cached keys (bottom-right causal; each sequence's rows hold
                 2k more than it uses: seqused_k), contiguous and paged;
 each at hd128 32/8 and DeepSeek's 192/128 with 16 heads, fp8 (every implementation on the same e4m3 codes with
@@ -42,7 +43,8 @@ from varlen_arrays import E4M3_MAX  # noqa: E402
 
 INPUT_SETS = 3
 DRY_RUN_TOKENS, DRY_RUN_HEADS = 32, 8  # what the dry run divides token counts and heads by
-REFERENCES = ("FA3 bf16 varlen", "flashprefill bf16 varlen")  # the output the others are compared with: the first that ran
+# the output the others are compared with: the first of these that ran
+REFERENCES = ("FA3 bf16 varlen", "flashprefill bf16 varlen")
 
 
 def make_inputs(problem, page_sizes, seed, ops):
@@ -142,7 +144,7 @@ def bench_group(group, libs, clock, rounds, launches, idle_s):
             results[name].update(timed[name], rel_l2=errors.get(name))
     del runs
     libs.ops.release()
-    return {"shape": group.shape, "problem": dataclasses.asdict(group.problem),
+    return {"shape": group.shape, "problem": dataclasses.asdict(group.problem), "flops": group.problem.flops,
             "equal": group.equal and dataclasses.asdict(group.equal), "page_sizes": list(group.page_sizes),
             "reference": reference, "pairs": varlen_cases.pairs(group), "results": results}
 
@@ -168,7 +170,14 @@ def markdown(record, rows):
     """The TFLOP/s tables (tools/bench_report.py's), the outputs' errors, the pairs' ratios and the refusals."""
     groups, device = record["groups"], record["device"]
     names = list(dict.fromkeys(name for g in groups for name in g["results"]))
-    lines = bench_report.tflops_tables(groups, device, names)
+    lines = ["Problems: sequences, queries, the keys each sequence's queries see (causal, bottom-right), work", ""]
+    for g in groups:
+        p = g["problem"]
+        lines.append(f"- {g['shape']}: {len(p['lengths_q'])} sequences, {sum(p['lengths_q'])} queries (longest "
+                     f"{max(p['lengths_q'])}), keys {min(p['lengths_k'])}-{max(p['lengths_k'])}, "
+                     f"{g['flops'] / 1e12:.3f} TFLOP")
+    lines.append("")
+    lines += bench_report.tflops_tables(groups, device, names)
     lines += ["Relative L2 of each output to the reference's (same inputs)", "", "| shape | reference | " +
               " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
     for g in groups:
