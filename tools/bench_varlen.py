@@ -228,17 +228,22 @@ def main():
         records_path = records.RECORDS if args.records is None else args.records
         groups = varlen_cases.groups()
     groups = [g for g in groups if args.groups is None or args.groups in g.shape]
-    results = [bench_group(g, libs, clock, args.rounds, args.launches, idle_s) for g in groups]
+    if not groups:
+        ap.error(f"no group's name contains {args.groups!r}")
     run = (records.today(), args.commit or records.git_commit(), device, tool)
     record = {"date": run[0], "commit": run[1], "device": device, "tool": tool, "rounds": args.rounds,
-              "launches": args.launches, "seconds": round(time.perf_counter() - began, 1), "groups": results}
-    rows = records.varlen_rows(record, run)
+              "launches": args.launches, "groups": []}
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "bench_varlen.json"), "w") as f:
-        json.dump(record, f, indent=1)
-    table = markdown(record, rows)
-    with open(os.path.join(out, "bench_varlen.md"), "w") as f:
-        f.write(table)
+    for g in groups:  # the record is written after every group: a failure later leaves the groups before it
+        record["groups"].append(bench_group(g, libs, clock, args.rounds, args.launches, idle_s))
+        record["seconds"] = round(time.perf_counter() - began, 1)
+        rows = records.varlen_rows(record, run)
+        table = markdown(record, rows)
+        with open(os.path.join(out, "bench_varlen.json"), "w") as f:
+            json.dump(record, f, indent=1)
+        with open(os.path.join(out, "bench_varlen.md"), "w") as f:
+            f.write(table)
+        print(f"{g.shape}: done at {record['seconds']} s", flush=True)
     if records_path:
         records.append(rows, records_path)
     print(table)
