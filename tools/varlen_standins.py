@@ -117,6 +117,8 @@ class FlashAttention3:
     def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k=None,
                                causal=False, q_descale=None, k_descale=None, v_descale=None, softmax_scale=None,
                                **kwargs):
+        if not causal:
+            raise ValueError("the stand-in is causal only, as the benchmark calls it")
         out = np.empty(q.shape[:2] + v.shape[-1:], dtype=np.float32)
         return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, None,
                                 (q_descale, k_descale, v_descale), softmax_scale, out)
@@ -125,6 +127,8 @@ class FlashAttention3:
     def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=None, cu_seqlens_q=None,
                                 max_seqlen_q=None, causal=False, q_descale=None, k_descale=None, v_descale=None,
                                 softmax_scale=None, **kwargs):
+        if not causal:
+            raise ValueError("the stand-in is causal only, as the benchmark calls it")
         if q.dtype.itemsize == 1 or k_cache.shape[1] % 256:
             raise RuntimeError("This flash attention build does not support paged KV. (stand-in)")
         out = np.empty(q.shape[:2] + v_cache.shape[-1:], dtype=np.float32)
