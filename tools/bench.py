@@ -2,12 +2,12 @@
 inputs, one process.
 
 Per shape: three input sets (rotated, so L2 does not flatter), warm-up, then `rounds` rounds in which every
-implementation is timed in turn with CUDA events, two ways:
+implementation is timed in turn with CUDA events (tools/timing.py, shared with tools/bench_varlen.py), two ways:
   per call      `launches` calls, each between its own two events and waited for: what one call from Python
                 costs, host work (argument handling, the launch) included;
   back to back  `launches` calls between one pair of events, not waited for in between: the GPU-bound time per
                 call, as an engine that issues its work asynchronously sees it.
-Fairness: before each timing the GPU idles IDLE_S, and every second round takes the implementations in reverse
+Fairness: before each timing the GPU idles timing.IDLE_S, and every second round takes the implementations in reverse
 order. Without the pause the H200, held at its 700 W limit, starts each kernel at the clock the previous one left:
 the same kernel timed first and third in a round measured 4-8% apart, the ratio to FlashAttention-3 of the one timed
 first up to 8% higher than the same kernel's timed later; with it the two agreed within 0-2% and the spreads fell from
@@ -24,16 +24,15 @@ one row per (shape, flashprefill variant, timing) with its ratio to FlashAttenti
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_report import markdown  # noqa: E402
 import records  # noqa: E402
-from peers import PEERS, PeerUnavailable  # noqa: E402
+import timing  # noqa: E402
+from peers import PEERS  # noqa: E402
 
 # (name, batch, seq, heads_q, heads_kv, dim_qk, dim_v)
 SHAPES = [
@@ -47,7 +46,6 @@ SHAPES = [
     ("mla 192/128 16h 32k", 1, 32768, 16, 16, 192, 128),
 ]
 INPUT_SETS = 3
-IDLE_S = 0.1
 
 
 def make_inputs(batch, seq, hq, hkv, dqk, dv, seed):
@@ -66,72 +64,14 @@ def make_inputs(batch, seq, hq, hkv, dqk, dv, seed):
     return x
 
 
-def settle():
-    """Waits for the GPU, then lets it idle IDLE_S, so that every timing starts from the same power state."""
-    torch.cuda.synchronize()
-    time.sleep(IDLE_S)
-
-
-def time_launches(fn, launches):
-    times = []
-    for _ in range(launches):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return times
-
-
-def time_back_to_back(fn, launches):
-    """Milliseconds per call of `launches` calls issued back to back between one pair of events."""
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(launches):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / launches
-
-
 def bench_shape(shape, rounds, launches):
     name, batch, seq, hq, hkv, dqk, dv = shape
     flops = batch * hq * seq * seq * (dqk + dv)
     sets = [make_inputs(batch, seq, hq, hkv, dqk, dv, seed) for seed in range(INPUT_SETS)]
-    runs, rows = {}, {}
-    for peer, (dtype, setup) in PEERS.items():
-        try:
-            runs[peer] = [setup(x) for x in sets]
-            for run in runs[peer]:
-                run()
-            torch.cuda.synchronize()
-        except PeerUnavailable as e:
-            rows[peer] = {"dtype": dtype, "unavailable": str(e)}
-            runs.pop(peer, None)
-    per_round = {peer: [] for peer in runs}
-    all_times = {peer: [] for peer in runs}
-    burst_rounds = {peer: [] for peer in runs}
-    order = list(runs)
-    for r in range(rounds):
-        for peer in order if r % 2 == 0 else order[::-1]:
-            fn = runs[peer][r % INPUT_SETS]
-            settle()
-            times = time_launches(fn, launches)
-            per_round[peer].append(statistics.median(times))
-            all_times[peer] += times
-            settle()
-            burst_rounds[peer].append(time_back_to_back(fn, launches))
-    for peer in runs:
-        median_ms = statistics.median(all_times[peer])
-        rounds_ms = per_round[peer]
-        burst_ms = statistics.median(burst_rounds[peer])
-        rows[peer] = {"dtype": PEERS[peer][0], "median_ms": median_ms, "tflops": flops / median_ms / 1e9,
-                      "spread": (max(rounds_ms) - min(rounds_ms)) / median_ms, "round_medians_ms": rounds_ms,
-                      "back_to_back_ms": burst_ms, "back_to_back_tflops": flops / burst_ms / 1e9,
-                      "back_to_back_spread": (max(burst_rounds[peer]) - min(burst_rounds[peer])) / burst_ms,
-                      "back_to_back_rounds_ms": burst_rounds[peer]}
+    runs, unavailable = timing.prepare({peer: setup for peer, (_, setup) in PEERS.items()}, sets, torch.cuda)
+    rows = {peer: {"dtype": PEERS[peer][0], "unavailable": reason} for peer, reason in unavailable.items()}
+    timed = timing.time_rounds(runs, rounds, launches, dict.fromkeys(runs, flops), torch.cuda)
+    rows.update({peer: {"dtype": PEERS[peer][0], **t} for peer, t in timed.items()})
     del sets, runs
     torch.cuda.empty_cache()
     return {"shape": name, "batch": batch, "seq": seq, "heads_q": hq, "heads_kv": hkv, "dim_qk": dqk,

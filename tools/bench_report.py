@@ -37,9 +37,8 @@ def paired_ratio(results, ours, peer, rounds_key):
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
-def markdown(shapes, device, peers=None):
-    """The tables; `peers` orders the columns (bench.json keeps the order tools/peers.py gives them)."""
-    peers = peers or list(dict.fromkeys(peer for shape in shapes for peer in shape["results"]))
+def tflops_tables(shapes, device, peers):
+    """The two TFLOP/s tables (per call, back to back): a row per shape, a column per peer in `peers`' order."""
     lines = []
     for title, key, spread in (("per call from Python, host included", "tflops", "spread"),
                                ("launched back to back (GPU-bound)", "back_to_back_tflops", "back_to_back_spread")):
@@ -52,6 +51,19 @@ def markdown(shapes, device, peers=None):
                 cells.append(f"{r[key]:.0f} ±{100 * r[spread]:.0f}%" if key in r else "—")
             lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
         lines.append("")
+    return lines
+
+
+def unavailable_lines(shapes):
+    """One line per peer a shape could not run, with the reason its setup gave."""
+    return [f"- {shape['shape']}, {peer}: {r['unavailable']}" for shape in shapes
+            for peer, r in shape["results"].items() if "unavailable" in r]
+
+
+def markdown(shapes, device, peers=None):
+    """The tables; `peers` orders the columns (bench.json keeps the order tools/peers.py gives them)."""
+    peers = peers or list(dict.fromkeys(peer for shape in shapes for peer in shape["results"]))
+    lines = tflops_tables(shapes, device, peers)
     columns = [(label, ours, peer, timing, key) for label, ours, peer in RATIO_PAIRS for timing, key in TIMINGS]
     lines += [f"Speed ratio to FlashAttention-3 (its time / ours in the same round: median [min, max] over rounds), "
               f"{device}", "",
@@ -65,10 +77,7 @@ def markdown(shapes, device, peers=None):
             cells.append("—" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]")
         lines.append(f"| {shape['shape']} | " + " | ".join(cells) + " |")
     lines.append("")
-    for shape in shapes:
-        for peer, r in shape["results"].items():
-            if "unavailable" in r:
-                lines.append(f"- {shape['shape']}, {peer}: {r['unavailable']}")
+    lines += unavailable_lines(shapes)
     return "\n".join(lines) + "\n"
 
 

@@ -11,10 +11,7 @@ import torch
 
 import flashprefill as fp
 from flashprefill import fp8, policy, prepare
-
-
-class PeerUnavailable(Exception):
-    pass
+from timing import PeerUnavailable
 
 
 def _out(x):

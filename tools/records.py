@@ -61,12 +61,15 @@ def row(run, metric, shape, ours, peer, ratios, ours_value, peer_value, ours_spr
             "peer_spread": _round(peer_spread, 2)}
 
 
+# (metric, value, its spread, its round medians) of the benchmarks' timings (tools/timing.py)
+_TIMINGS = ((PER_CALL, "tflops", "spread", "round_medians_ms"),
+            (BACK_TO_BACK, "back_to_back_tflops", "back_to_back_spread", "back_to_back_rounds_ms"))
+
+
 def bench_rows(bench, run):
     """tools/bench.py's record (bench.json): every flashprefill variant against FA3 on the same inputs, per call and
     back to back, the ratio taken round by round (tools/bench_report.py)."""
     rows = []
-    timings = ((PER_CALL, "tflops", "spread", "round_medians_ms"),
-               (BACK_TO_BACK, "back_to_back_tflops", "back_to_back_spread", "back_to_back_rounds_ms"))
     for shape in bench["shapes"]:
         results = shape["results"]
         for ours, r in results.items():
@@ -74,12 +77,34 @@ def bench_rows(bench, run):
             if peer is None or "unavailable" in r or "unavailable" in results[peer]:
                 continue
             p = results[peer]
-            for metric, value, spread, rounds in timings:
+            for metric, value, spread, rounds in _TIMINGS:
                 a, b = r.get(rounds), p.get(rounds)
                 if not a or not b or len(a) != len(b):
                     continue
                 rows.append(row(run, metric, shape["shape"], ours, peer, [tb / ta for ta, tb in zip(a, b)],
                                 r[value], p[value], r[spread], p[spread]))
+    return rows
+
+
+def varlen_rows(record, run):
+    """tools/bench_varlen.py's record (bench_varlen.json): each of a group's pairs (ours, the first of its candidate
+    peers that ran), per call and back to back. The two may do different work (varlen against the equal-length
+    path), so the ratio is of work per time, round by round: (flops_ours / t_ours) / (flops_peer / t_peer), which is
+    the peer's time over ours where the work is the same."""
+    rows = []
+    for group in record["groups"]:
+        results = group["results"]
+        ran = {name for name, r in results.items() if "unavailable" not in r}
+        for ours, candidates in group["pairs"]:
+            peer = next((p for p in candidates if p in ran), None)
+            if ours not in ran or peer is None:
+                continue
+            r, p = results[ours], results[peer]
+            work = r["flops"] / p["flops"]
+            for metric, value, spread, rounds in _TIMINGS:
+                rows.append(row(run, metric, group["shape"], ours, peer,
+                                [work * tp / to for to, tp in zip(r[rounds], p[rounds])], r[value], p[value],
+                                r[spread], p[spread]))
     return rows
 
 
