@@ -110,7 +110,7 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
     args.batch = p->batch;
     args.m_blocks = (p->seqlen_q + Config::kBlockM - 1) / Config::kBlockM;
     // check_items: fits. Varlen: at most this many; the kernel reads the plan's count.
-    args.items = Config::kVarlen ? static_cast<int32_t>(fp_varlen_tiles_max(p) * p->heads_q)
+    args.items = Config::kVarlen ? static_cast<int32_t>(fp_varlen_tiles_max(p) * p->heads_q)  // entries x group
                                  : args.m_blocks * p->heads_q * p->batch;
     if constexpr (Config::kVarlen) {
         static_assert(Config::kBlockM == kVarlenTileRows, "the plan lists tiles of the kernel's query rows");
@@ -145,7 +145,7 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
     args.section_heads = section_heads_for(args.m_blocks, p->heads_q, p->heads_kv, p->batch,
                                            static_cast<int64_t>(p->seqlen_k) * (p->dim_qk + p->dim_v) * kBytes,
                                            l2_bytes, grid);
-    if (Config::kVarlen && (s = varlen_plan(p, Config::kBlockN, static_cast<cudaStream_t>(stream))))
+    if (Config::kVarlen && (s = varlen_plan(p, Config::kBlockN, grid, l2_bytes, static_cast<cudaStream_t>(stream))))
         return s;
     // Varlen: the forward kernel is launched while the plan kernel runs (programmatic dependent launch), its CTAs
     // setting up until the plan is complete (kernel.cuh), so that the plan costs no launch gap.

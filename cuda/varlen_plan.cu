@@ -1,9 +1,15 @@
-// The varlen plan kernel: checks a varlen or paged call's device arrays and lists its (sequence, query tile) work
-// items in the workspace, costliest first (cuda/fwd/varlen.cuh), for the forward kernel launched after it.
+// The varlen plan kernel: checks a varlen or paged call's device arrays and lists its (sequence, query tile, kv head)
+// work items in the workspace (cuda/fwd/varlen.cuh) for the forward kernel launched after it.
 //
-// One CTA: the list has a few entries per sequence (64k tokens make about 600), and a CTA's shared memory holds the
-// counting sort's buckets, one per KV tile count. On invalid arrays it lists nothing and writes NaN to every
-// element of out and lse, so that a caller who does not read the workspace back still sees the failure.
+// The order is the equal-length kernels' (work_order.cuh) over (sequence, kv head) pairs: pairs cut into L2 sections
+// in order, each section's K and V within 40% of L2 and its items at least three rounds of the grid; within a
+// section the items sorted by the KV tiles they visit, costliest first in the last section and every second one
+// before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
+// from DRAM (the mixed 64k batch at dim_qk 192 ran at 0.69x the equal-length kernel).
+//
+// One CTA: the list has a few entries per sequence and kv head, and a CTA's shared memory holds the counting sort's
+// buckets, one per (section, KV tile count). On invalid arrays it lists nothing and writes NaN to every element of
+// out and lse, so that a caller who does not read the workspace back still sees the failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -18,25 +24,38 @@
 namespace fp {
 namespace {
 
-constexpr int kPlanThreads = 1024;
+constexpr int kPlanThreads = 512;  // 128 registers a thread: the walks over the pairs hold int64 sums
+
+// What the plan keeps of a sequence between its passes, in the workspace after the list (one per sequence).
+struct alignas(16) SeqRecord {
+    int32_t q_start, k_start, seqlen_q, seqlen_k;  // seqlen_q -1: the sequence is at fault
+    int64_t bytes_before;                          // the K and V bytes of the (sequence, kv head) pairs before it
+};
 
 struct PlanArgs {
     const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqused_k, *block_table;
     int32_t batch, total_q, total_k, max_seqlen_q, max_seqlen_k;
     int32_t block_table_stride, page_size, num_pages;
     int32_t causal, levels;
+    int32_t heads_kv, group;  // heads_q / heads_kv
+    int64_t kv_row_bytes;      // one key's K and V bytes of one kv head
+    int64_t l2_bytes;
+    int32_t grid;
     VarlenHeader *header;
     VarlenTile *tiles;
+    SeqRecord *records;
     __nv_bfloat16 *out;
     int64_t out_stride_seq, out_stride_head;
     float *lse;
     int32_t heads_q, dim_v;
 };
 
-// A sequence's lengths, or the first fault found in its arrays (error != kVarlenOk, value the offending number).
+// A sequence's lengths, or the first fault found in its offsets and lengths (error != kVarlenOk, value the offending
+// number); its pages are checked apart (page_fault).
 struct SeqCheck {
     int32_t error, value, q_start, k_start, seqlen_q, seqlen_k;
 };
+
 
 __device__ SeqCheck check_sequence(const PlanArgs &a, int b)
 {
@@ -58,13 +77,22 @@ __device__ SeqCheck check_sequence(const PlanArgs &a, int b)
         return {kSequsedK, seqlen_k};
     if (seqlen_k > a.max_seqlen_k)
         return {kSeqlenK, seqlen_k};
-    if (a.block_table != nullptr) {
-        const int32_t *pages = a.block_table + static_cast<int64_t>(b) * a.block_table_stride;
-        for (int j = 0; j < (seqlen_k + a.page_size - 1) / a.page_size; ++j)
-            if (pages[j] < 0 || pages[j] >= a.num_pages)
-                return {kBlockTable, pages[j]};
-    }
     return {kVarlenOk, 0, q0, k0, q1 - q0, seqlen_k};
+}
+
+// The first page id of sequence b outside [0, num_pages) by one warp (lanes over its pages); -1 if none. Entries past
+// the sequence's keys are not read.
+__device__ int32_t page_fault(const PlanArgs &a, int b, int seqlen_k, int lane)
+{
+    const int32_t *pages = a.block_table + static_cast<int64_t>(b) * a.block_table_stride;
+    const int count = (seqlen_k + a.page_size - 1) / a.page_size;
+    for (int j0 = 0; j0 < count; j0 += 32) {
+        const int32_t page = j0 + lane < count ? pages[j0 + lane] : 0;
+        const uint32_t bad = __ballot_sync(0xffffffffu, page < 0 || page >= a.num_pages);
+        if (bad != 0)
+            return __shfl_sync(0xffffffffu, page, __ffs(bad) - 1);
+    }
+    return -1;
 }
 
 // Every element of out (total_q, heads_q, dim_v) and lse (heads_q, total_q) to NaN.
@@ -81,54 +109,152 @@ __device__ void poison_outputs(const PlanArgs &a)
             a.lse[i] = NAN;
 }
 
+// An int64 sum over the CTA: each thread's value, the exclusive prefix of thread order and the total.
+struct BlockScan {
+    int64_t before, total;
+};
+__device__ BlockScan block_scan(int64_t value, int64_t *warp_sums)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int64_t inclusive = value;
+    for (int d = 1; d < 32; d *= 2) {
+        const int64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d)
+            inclusive += other;
+    }
+    if (lane == 31)
+        warp_sums[warp] = inclusive;
+    __syncthreads();
+    int64_t before_warp = 0, total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+        before_warp += w < warp ? warp_sums[w] : 0;
+        total += warp_sums[w];
+    }
+    __syncthreads();  // warp_sums reusable
+    return {before_warp + inclusive - value, total};
+}
+
+// The sections and buckets of the call (see the top of the file).
+struct Sections {
+    int64_t budget_bytes;  // a pair belongs to section (K and V bytes of the pairs before it) / budget_bytes
+    int count, levels;
+    // The bucket of an item of `section` visiting `tiles` KV tiles: sections in order, each's counts in its
+    // direction.
+    __device__ int bucket(int section, int tiles) const
+    {
+        const bool costliest_first = (count - 1 - section) % 2 == 0;
+        return section * levels + (costliest_first ? levels - 1 - tiles : tiles);
+    }
+};
+
+// Each item (query tile m, kv head h) of sequence record r by the lanes of a warp: f(m, h, section).
+template <class F>
+__device__ void for_each_item_of(const PlanArgs &a, const SeqRecord &r, const Sections &sections, int lane, F &&f)
+{
+    const int m_blocks = (r.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows;
+    const int64_t pair_bytes = r.seqlen_k * a.kv_row_bytes;
+    for (int i = lane; i < m_blocks * a.heads_kv; i += 32) {
+        const int h = i / m_blocks, m = i % m_blocks;
+        f(m, h, static_cast<int>((r.bytes_before + h * pair_bytes) / sections.budget_bytes));
+    }
+}
+
 template <int kBlockN>
 __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArgs a)
 {
-    __shared__ int count[kVarlenMaxLevels];  // items per KV tile count, then the place of the next one
-    __shared__ int start[kVarlenMaxLevels];  // where each count's items begin: costliest first
-    __shared__ int first_fault;              // the least b * 8 + error over faulty sequences
+    extern __shared__ int buckets[];  // per bucket: its items, then the place of the next one; kVarlenMaxBuckets
+    __shared__ int start[kVarlenMaxBuckets];  // where each bucket's items begin
+    __shared__ int64_t warp_sums[kPlanThreads / 32];
+    __shared__ int first_fault;  // the least b * 8 + error over faulty sequences
+    __shared__ Sections sections;
     ptx::griddepcontrol_launch_dependents();  // the forward kernel sets up meanwhile, then waits for this grid
-    for (int i = threadIdx.x; i < a.levels; i += blockDim.x)
-        count[i] = 0;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int i = threadIdx.x; i < kVarlenMaxBuckets; i += blockDim.x)
+        buckets[i] = 0;
     if (threadIdx.x == 0)
         first_fault = INT_MAX;
     __syncthreads();
 
-    for (int b = threadIdx.x; b < a.batch; b += blockDim.x) {
-        const SeqCheck c = check_sequence(a, b);
-        if (c.error != kVarlenOk) {
-            atomicMin(&first_fault, b * 8 + c.error);
-            continue;
+    // Each sequence's offsets and lengths checked, its record written with the K and V bytes before it (a thread a
+    // sequence, blockDim.x sequences a step); the items counted.
+    int64_t bytes_total = 0, items_total = 0;
+    for (int base = 0; base < a.batch; base += blockDim.x) {
+        const int b = base + threadIdx.x;
+        SeqCheck c{kVarlenOk};
+        if (b < a.batch) {
+            c = check_sequence(a, b);
+            if (c.error != kVarlenOk)
+                atomicMin(&first_fault, b * 8 + c.error);
         }
-        for (int m = 0; m < (c.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows; ++m)
-            atomicAdd(&count[kv_range_of<kVarlenTileRows, kBlockN>(m, c.seqlen_q, c.seqlen_k, a.causal).end], 1);
+        const bool counted = b < a.batch && c.error == kVarlenOk;
+        const BlockScan bytes = block_scan(counted ? c.seqlen_k * a.kv_row_bytes * a.heads_kv : 0, warp_sums);
+        const BlockScan items = block_scan(
+            counted ? (c.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows * int64_t{a.heads_kv} : 0, warp_sums);
+        if (b < a.batch)
+            a.records[b] = {c.q_start, c.k_start, counted ? c.seqlen_q : -1, c.seqlen_k, bytes_total + bytes.before};
+        bytes_total += bytes.total;
+        items_total += items.total;
     }
+    __syncthreads();  // the records
+    if (a.block_table != nullptr)
+        for (int b = warp; b < a.batch; b += warps) {
+            const SeqRecord r = a.records[b];
+            const int32_t page = r.seqlen_q < 0 ? -1 : page_fault(a, b, r.seqlen_k, lane);
+            if (page >= 0 && lane == 0)
+                atomicMin(&first_fault, b * 8 + kBlockTable);
+        }
     __syncthreads();
     if (first_fault != INT_MAX) {
-        if (threadIdx.x == 0) {
-            const int b = first_fault / 8;
-            *a.header = {first_fault % 8, b, check_sequence(a, b).value, 0};
+        if (threadIdx.x < 32) {
+            const int b = first_fault / 8, error = first_fault % 8;
+            const int32_t value = error == kBlockTable ? page_fault(a, b, a.records[b].seqlen_k, lane)
+                                                       : check_sequence(a, b).value;
+            if (lane == 0)
+                *a.header = {error, b, value, 0};
         }
         poison_outputs(a);
         return;
     }
+    if (threadIdx.x == 0) {
+        // 40% of L2 a section, at least three rounds of items (items counted per query head), and no more sections
+        // than the buckets hold
+        constexpr int kMinRounds = 3;
+        const int64_t query_items = items_total * a.group;
+        int64_t budget = a.l2_bytes * 2 / 5;
+        if (query_items > 0)
+            budget = max(budget, bytes_total * kMinRounds * a.grid / query_items + 1);
+        budget = max(budget, bytes_total / (kVarlenMaxBuckets / a.levels) + 1);
+        sections = {budget, static_cast<int>(bytes_total / budget) + 1, a.levels};
+    }
+    __syncthreads();
 
-    // start[l] = the items visiting more than l tiles: a descending exclusive scan by warp 0, 32 levels a step.
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
+    auto tiles_of = [&](const SeqRecord &r, int m) {
+        return kv_range_of<kVarlenTileRows, kBlockN>(m, r.seqlen_q, r.seqlen_k, a.causal);
+    };
+    for (int b = warp; b < a.batch; b += warps) {
+        const SeqRecord r = a.records[b];
+        for_each_item_of(a, r, sections, lane, [&](int m, int, int section) {
+            atomicAdd(&buckets[sections.bucket(section, tiles_of(r, m).end)], 1);
+        });
+    }
+    __syncthreads();
+
+    // start[i] = the items of the buckets before i: an exclusive scan by warp 0, 32 buckets a step.
+    if (warp == 0) {
+        const int used = sections.count * sections.levels;
         int carry = 0;
-        for (int top = a.levels - 1; top >= 0; top -= 32) {
-            const int level = top - lane;
-            const int own = level >= 0 ? count[level] : 0;
+        for (int base = 0; base < used; base += 32) {
+            const int i = base + lane;
+            const int own = i < used ? buckets[i] : 0;
             int inclusive = own;
             for (int d = 1; d < 32; d *= 2) {
                 const int other = __shfl_up_sync(0xffffffffu, inclusive, d);
                 if (lane >= d)
                     inclusive += other;
             }
-            if (level >= 0) {
-                start[level] = carry + inclusive - own;
-                count[level] = 0;
+            if (i < used) {
+                start[i] = carry + inclusive - own;
+                buckets[i] = 0;
             }
             carry += __shfl_sync(0xffffffffu, inclusive, 31);
         }
@@ -137,19 +263,21 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     }
     __syncthreads();
 
-    for (int b = threadIdx.x; b < a.batch; b += blockDim.x) {
-        const SeqCheck c = check_sequence(a, b);
-        for (int m = 0; m < (c.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows; ++m) {
-            const KvRange r = kv_range_of<kVarlenTileRows, kBlockN>(m, c.seqlen_q, c.seqlen_k, a.causal);
-            a.tiles[start[r.end] + atomicAdd(&count[r.end], 1)] = {c.q_start, c.k_start, c.seqlen_q, c.seqlen_k,
-                                                                   b, m, r.end, r.mask_from};
-        }
+    for (int b = warp; b < a.batch; b += warps) {
+        const SeqRecord r = a.records[b];
+        for_each_item_of(a, r, sections, lane, [&](int m, int kv_head, int section) {
+            const KvRange range = tiles_of(r, m);
+            const int bucket = sections.bucket(section, range.end);
+            a.tiles[start[bucket] + atomicAdd(&buckets[bucket], 1)] = {
+                r.q_start, r.k_start, r.seqlen_q, r.seqlen_k, b, m, kv_head, range.end | range.mask_from << 16};
+        });
     }
 }
 
 }  // namespace
 
-flashprefill_status varlen_plan(const flashprefill_params *p, int kv_tile_keys, cudaStream_t stream)
+flashprefill_status varlen_plan(const flashprefill_params *p, int kv_tile_keys, int grid, int l2_bytes,
+                                cudaStream_t stream)
 {
     PlanArgs a{};
     a.cu_seqlens_q = p->cu_seqlens_q;
@@ -166,19 +294,27 @@ flashprefill_status varlen_plan(const flashprefill_params *p, int kv_tile_keys, 
     a.num_pages = p->num_pages;
     a.causal = p->causal;
     a.levels = varlen_levels(p->seqlen_k, kv_tile_keys);
+    a.heads_kv = p->heads_kv;
+    a.group = p->heads_q / p->heads_kv;
+    a.kv_row_bytes = static_cast<int64_t>(p->dim_qk + p->dim_v) * fp_dtype_bytes(p->in_dtype);
+    a.l2_bytes = l2_bytes;
+    a.grid = grid;
     a.header = static_cast<VarlenHeader *>(p->workspace);
     a.tiles = reinterpret_cast<VarlenTile *>(static_cast<uint8_t *>(p->workspace) + sizeof(VarlenHeader));
+    a.records = reinterpret_cast<SeqRecord *>(a.tiles + fp_varlen_tiles_max(p) * p->heads_kv);
     a.out = static_cast<__nv_bfloat16 *>(p->out);
     a.out_stride_seq = p->out_stride_seq;
     a.out_stride_head = p->out_stride_head;
     a.lse = p->lse;
     a.heads_q = p->heads_q;
     a.dim_v = p->dim_v;
-    if (kv_tile_keys == 128)
-        varlen_plan_kernel<128><<<1, kPlanThreads, 0, stream>>>(a);
-    else
-        varlen_plan_kernel<192><<<1, kPlanThreads, 0, stream>>>(a);
-    const cudaError_t err = cudaGetLastError();
+    const auto kernel = kv_tile_keys == 128 ? varlen_plan_kernel<128> : varlen_plan_kernel<192>;
+    constexpr int kBucketBytes = kVarlenMaxBuckets * sizeof(int);
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBucketBytes);
+    if (err == cudaSuccess) {
+        kernel<<<1, kPlanThreads, kBucketBytes, stream>>>(a);
+        err = cudaGetLastError();
+    }
     if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "varlen plan launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;

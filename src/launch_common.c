@@ -64,5 +64,5 @@ int64_t fp_varlen_tiles_max(const flashprefill_params *p)
 
 int64_t fp_varlen_workspace_bytes(const flashprefill_params *p)
 {
-    return fp_is_varlen(p) ? 16 + 32 * fp_varlen_tiles_max(p) : 0;
+    return fp_is_varlen(p) ? 16 + 32 * (fp_varlen_tiles_max(p) * p->heads_kv + p->batch) : 0;
 }

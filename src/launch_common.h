@@ -73,7 +73,8 @@ static inline int fp_is_varlen(const flashprefill_params *p)
    FP_VARLEN_TILE_ROWS rounded up, and no sequence is longer than seqlen_q. */
 int64_t fp_varlen_tiles_max(const flashprefill_params *p);
 
-/* The workspace a varlen call needs: a 16-byte header and 32 bytes per entry (cuda/fwd/varlen.cuh). */
+/* The workspace a varlen call needs: a 16-byte header, 32 bytes per entry of the list (one per query tile and kv
+   head: cuda/fwd/varlen.cuh) and 32 per sequence (the plan's record of it: cuda/varlen_plan.cu). */
 int64_t fp_varlen_workspace_bytes(const flashprefill_params *p);
 
 #ifdef __cplusplus

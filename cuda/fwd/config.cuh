@@ -195,11 +195,8 @@ struct FwdConfig {
     static_assert(kQInRegisters || !kF16Scores, "float16 scores scale q's codes in its registers (scores_f16.cuh)");
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32, fp8
     // 16, twice at 128 keys; 24 at 192), Q (32 / 16 at dim_qk 128, 48 / 24 at 192, bf16 / fp8) and addresses.
-    // bf16 varlen at dim_qk 128: the producer lane also holds its sequence's rows and pages (producer.cuh), 8
-    // registers a consumer thread less (at 192 the consumers' Q needs them).
-    static constexpr bool kWideProducer = kIsFp8 || (kVarlen && kDimQk == 128);
-    static constexpr int kProducerRegs = kWideProducer ? 40 : 24;
-    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kWideProducer ? 232 : 240;
+    static constexpr int kProducerRegs = kIsFp8 ? 40 : 24;
+    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kIsFp8 ? 232 : 240;
 
     // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q and K in
     // 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 3 x 64); V always 128.

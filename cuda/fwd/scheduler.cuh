@@ -21,7 +21,7 @@ template <class Config>
 __device__ __forceinline__ int item_count(const FwdArgs &args)
 {
     if constexpr (Config::kVarlen)
-        return ptx::ld_global_nc_s32(&args.varlen_header->tiles) * args.heads_q;
+        return ptx::ld_global_nc_s32(&args.varlen_header->tiles) * args.heads_per_kv;
     else
         return args.items;
 }
@@ -31,11 +31,12 @@ template <class Config>
 __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
 {
     if constexpr (Config::kVarlen) {
-        const VarlenTile *tile = args.varlen_tiles + index / args.heads_q;
+        const VarlenTile *tile = args.varlen_tiles + index / args.heads_per_kv;
         const VarlenTile t = *tile;
-        const int tail = t.kv_end > 0 ? t.seqlen_k - (t.kv_end - 1) * Config::kBlockN : 0;
-        return {t.m_block, index % args.heads_q, t.batch, {t.q_start, t.k_start, t.seqlen_q, t.seqlen_k},
-                {t.kv_end, t.kv_mask_from, tail < Config::kBlockN ? tail : Config::kBlockN}, tile};
+        const int end = t.kv_range & 0xffff, tail = end > 0 ? t.seqlen_k - (end - 1) * Config::kBlockN : 0;
+        return {t.m_block, t.kv_head * args.heads_per_kv + index % args.heads_per_kv, t.batch,
+                {t.q_start, t.k_start, t.seqlen_q, t.seqlen_k},
+                {end, t.kv_range >> 16, tail < Config::kBlockN ? tail : Config::kBlockN}, tile};
     } else {
         const WorkItem w = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
         return {w.m_block, w.head, w.batch, {0, 0, args.seqlen_q, args.seqlen_k},
@@ -51,7 +52,7 @@ __device__ __forceinline__ void prefetch_item(const FwdArgs &args, int index)
 {
     if constexpr (Config::kVarlen) {
         if (index < args.items)
-            ptx::prefetch_global_l1(args.varlen_tiles + index / args.heads_q);
+            ptx::prefetch_global_l1(args.varlen_tiles + index / args.heads_per_kv);
     }
 }
 

@@ -12,12 +12,14 @@
 
 namespace fp {
 
-// One (sequence, query tile) of the list. Rows are rows of the packed buffers.
+// One (sequence, query tile, kv head) of the list: the items of its kv head's query heads. Rows are rows of the
+// packed buffers.
 struct alignas(16) VarlenTile {
     int32_t q_start, k_start;    // the sequence's first query and key row (paged: k_start 0)
     int32_t seqlen_q, seqlen_k;  // its lengths
     int32_t batch, m_block;      // the sequence and the query tile within it
-    int32_t kv_end, kv_mask_from;  // KvRange of the tile
+    int32_t kv_head;
+    int32_t kv_range;            // KvRange::end | KvRange::mask_from << 16 (both below 2^15: kVarlenMaxLevels)
 };
 
 // The workspace's first 16 bytes, then VarlenTile[tiles]. error 0: the device arrays were valid (flashprefill.h).
