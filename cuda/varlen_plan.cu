@@ -2,10 +2,14 @@
 // work items in the workspace (cuda/fwd/varlen.cuh) for the forward kernel launched after it.
 //
 // The order is the equal-length kernels' (work_order.cuh) over (sequence, kv head) pairs: pairs cut into L2 sections
-// in order, each section's K and V within 40% of L2 and its items at least three rounds of the grid; within a
+// in order, each section's K and V within 30% of L2 and its items at least three rounds of the grid; within a
 // section the items sorted by the KV tiles they visit, costliest first in the last section and every second one
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
 // from DRAM (the mixed 64k batch at dim_qk 192 ran at 0.69x the equal-length kernel).
+//
+// Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
+// keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
+// one path (a branch around their main loop took its wgmma descriptors out of the uniform registers).
 //
 // One CTA: the list has a few entries per sequence and kv head, and a CTA's shared memory holds the counting sort's
 // buckets, one per (section, KV tile count). On invalid arrays it lists nothing and writes NaN to every element of
@@ -93,6 +97,20 @@ __device__ int32_t page_fault(const PlanArgs &a, int b, int seqlen_k, int lane)
             return __shfl_sync(0xffffffffu, page, __ffs(bad) - 1);
     }
     return -1;
+}
+
+// Out 0 and lse -inf for the queries of query tile m of sequence r and the query heads of kv_head, by one lane.
+__device__ void write_keyless(const PlanArgs &a, const SeqRecord &r, int m, int kv_head)
+{
+    const int first = m * kVarlenTileRows, last = min(r.seqlen_q, first + kVarlenTileRows);
+    for (int row = first; row < last; ++row)
+        for (int h = kv_head * a.group; h < (kv_head + 1) * a.group; ++h) {
+            __nv_bfloat16 *o = a.out + static_cast<int64_t>(r.q_start + row) * a.out_stride_seq + h * a.out_stride_head;
+            for (int d = 0; d < a.dim_v; ++d)
+                o[d] = __float2bfloat16(0.0f);
+            if (a.lse != nullptr)
+                a.lse[static_cast<int64_t>(h) * a.total_q + r.q_start + row] = -INFINITY;
+        }
 }
 
 // Every element of out (total_q, heads_q, dim_v) and lse (heads_q, total_q) to NaN.
@@ -216,11 +234,11 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         return;
     }
     if (threadIdx.x == 0) {
-        // 40% of L2 a section, at least three rounds of items (items counted per query head), and no more sections
+        // 30% of L2 a section, at least three rounds of items (items counted per query head), and no more sections
         // than the buckets hold
         constexpr int kMinRounds = 3;
         const int64_t query_items = items_total * a.group;
-        int64_t budget = a.l2_bytes * 2 / 5;
+        int64_t budget = a.l2_bytes * 3 / 10;
         if (query_items > 0)
             budget = max(budget, bytes_total * kMinRounds * a.grid / query_items + 1);
         budget = max(budget, bytes_total / (kVarlenMaxBuckets / a.levels) + 1);
@@ -234,7 +252,9 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     for (int b = warp; b < a.batch; b += warps) {
         const SeqRecord r = a.records[b];
         for_each_item_of(a, r, sections, lane, [&](int m, int, int section) {
-            atomicAdd(&buckets[sections.bucket(section, tiles_of(r, m).end)], 1);
+            const int tiles = tiles_of(r, m).end;
+            if (tiles > 0)
+                atomicAdd(&buckets[sections.bucket(section, tiles)], 1);
         });
     }
     __syncthreads();
@@ -267,6 +287,10 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         const SeqRecord r = a.records[b];
         for_each_item_of(a, r, sections, lane, [&](int m, int kv_head, int section) {
             const KvRange range = tiles_of(r, m);
+            if (range.end == 0) {
+                write_keyless(a, r, m, kv_head);
+                return;
+            }
             const int bucket = sections.bucket(section, range.end);
             a.tiles[start[bucket] + atomicAdd(&buckets[bucket], 1)] = {
                 r.q_start, r.k_start, r.seqlen_q, r.seqlen_k, b, m, kv_head, range.end | range.mask_from << 16};

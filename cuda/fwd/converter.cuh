@@ -29,9 +29,8 @@ __device__ __forceinline__ void v_converter(FwdSharedStorage<Config> &ss, KvRang
         if (thread == 0)
             ss.vt_exponent[vt] = ss.v_exponent[v];
         if (Config::kVarlen && it == 0 && range.tail_keys < Config::kBlockN) {
-            zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV>(ptx::smem_addr(ss.v[v]),
-                                                                               range.tail_keys, thread,
-                                                                               Config::kConverterThreads);
+            zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV, Config::kConverterThreads>(
+                ptx::smem_addr(ss.v[v]), range.tail_keys, thread);
             ptx::bar_sync(static_cast<uint32_t>(NamedBarrier::kVTailZeroed), Config::kConverterThreads);
         }
         if constexpr (Config::kPCodes)

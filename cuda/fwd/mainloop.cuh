@@ -57,26 +57,6 @@ struct OutRows {
     }
 };
 
-// Varlen: an item whose queries see no key (a sequence without keys, or causal rows above its diagonal) writes out 0
-// and lse -inf; Q, loaded for it all the same, is released.
-template <class Config>
-__device__ __forceinline__ void consume_keyless(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item,
-                                                int round, int query_half0, uint32_t lane)
-{
-    ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
-    ptx::mbarrier_arrive(&ss.q_empty);
-    const OutRows<Config> rows{args, item.batch, item.head, item.span.q_start};
-    const uint32_t zero[kAccRegs / 4] = {};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int query = query_half0 + 8 * h;
-        const bool in_range = query < item.span.seqlen_q;
-        store_row_bf16(rows.row(in_range ? query : 0), zero, lane, in_range);
-        if (in_range && args.lse != nullptr && lane % 4 == 0)
-            *rows.lse(query) = -INFINITY;
-    }
-}
-
 // One work item; `rings` holds the next tile's K and V (fp8: V^T) slots to consume.
 template <class Config>
 __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<Config> &ss, Item item, int round,
@@ -99,10 +79,6 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     const int row_in_tile = consumer_index * Config::kRowsPerWarpgroup + 16 * warp + lane / 4;
     const int query_half0 = m_block * Config::kBlockM + row_in_tile;  // this thread's first row (softmax.cuh)
     const int causal_offset = item.span.seqlen_k - item.span.seqlen_q;
-    if (Config::kVarlen && range.end == 0) {
-        consume_keyless<Config>(args, ss, item, round, query_half0, lane);
-        return;
-    }
     const TileMask<Config::kBlockN> mask{args, range, lane, query_half0, item.span.seqlen_k, causal_offset};
 
     // Registers: Q's fragments where Q fits (Config::kQInRegisters), O (pv), S, P(n-1) read by the running P.V and
@@ -177,9 +153,8 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             mbarrier_wait_tested(Pv::full(ss, vt), vt_phase);  // for P(0) V(0), issued with S(1)
             if constexpr (Config::kVarlen && !Config::kIsFp8) {  // bf16 P.V reads V as loaded (fp8: converter.cuh)
                 if (range.tail_keys < Config::kBlockN) {
-                    zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV>(
-                        ptx::smem_addr(ss.v[vt]), range.tail_keys, consumer_index * 128 + thread,
-                        128 * Config::kConsumerWarpgroups);
+                    zero_v_rows<Config::kVChunks, Config::kBlockN, Config::kSwizzleV, 128 * Config::kConsumerWarpgroups>(
+                        ptx::smem_addr(ss.v[vt]), range.tail_keys, consumer_index * 128 + thread);
                     ptx::fence_proxy_async_shared();  // before the tensor cores read the rows
                     ptx::bar_sync(static_cast<uint32_t>(NamedBarrier::kVTailZeroed), 128 * Config::kConsumerWarpgroups);
                 }
