@@ -84,9 +84,13 @@ __device__ SeqCheck check_sequence(const PlanArgs &a, int b)
     return {kVarlenOk, 0, q0, k0, q1 - q0, seqlen_k};
 }
 
-// The first page id of sequence b outside [0, num_pages) by one warp (lanes over its pages); -1 if none. Entries past
-// the sequence's keys are not read.
-__device__ int32_t page_fault(const PlanArgs &a, int b, int seqlen_k, int lane)
+// The first page id of sequence b outside [0, num_pages), by one warp (lanes over its pages); entries past the
+// sequence's keys are not read.
+struct PageFault {
+    bool found;
+    int32_t page;
+};
+__device__ PageFault page_fault(const PlanArgs &a, int b, int seqlen_k, int lane)
 {
     const int32_t *pages = a.block_table + static_cast<int64_t>(b) * a.block_table_stride;
     const int count = (seqlen_k + a.page_size - 1) / a.page_size;
@@ -94,9 +98,9 @@ __device__ int32_t page_fault(const PlanArgs &a, int b, int seqlen_k, int lane)
         const int32_t page = j0 + lane < count ? pages[j0 + lane] : 0;
         const uint32_t bad = __ballot_sync(0xffffffffu, page < 0 || page >= a.num_pages);
         if (bad != 0)
-            return __shfl_sync(0xffffffffu, page, __ffs(bad) - 1);
+            return {true, __shfl_sync(0xffffffffu, page, __ffs(bad) - 1)};
     }
-    return -1;
+    return {false, 0};
 }
 
 // Out 0 and lse -inf for the queries of query tile m of sequence r and the query heads of kv_head, by one lane.
@@ -217,15 +221,14 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     if (a.block_table != nullptr)
         for (int b = warp; b < a.batch; b += warps) {
             const SeqRecord r = a.records[b];
-            const int32_t page = r.seqlen_q < 0 ? -1 : page_fault(a, b, r.seqlen_k, lane);
-            if (page >= 0 && lane == 0)
+            if (r.seqlen_q >= 0 && page_fault(a, b, r.seqlen_k, lane).found && lane == 0)
                 atomicMin(&first_fault, b * 8 + kBlockTable);
         }
     __syncthreads();
     if (first_fault != INT_MAX) {
         if (threadIdx.x < 32) {
             const int b = first_fault / 8, error = first_fault % 8;
-            const int32_t value = error == kBlockTable ? page_fault(a, b, a.records[b].seqlen_k, lane)
+            const int32_t value = error == kBlockTable ? page_fault(a, b, a.records[b].seqlen_k, lane).page
                                                        : check_sequence(a, b).value;
             if (lane == 0)
                 *a.header = {error, b, value, 0};
