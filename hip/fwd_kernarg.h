@@ -44,6 +44,12 @@ typedef struct fp_gfx950_fwd_kernarg {
        batch strides are then 0, seqlen_q and seqlen_k the largest lengths. cu_seqlens_q 0: a batch of equal
        lengths. seqused_k 0: key lengths from cu_seqlens_k. */
     uint64_t cu_seqlens_q, cu_seqlens_k, seqused_k;
+    /* Paged k and v (cu_seqlens_k 0, seqused_k given): key j of sequence b at row j % 2^page_size_log2 of page
+       block_table[b * block_table_stride + (j >> page_size_log2)], whose rows start page * k_page_stride (bytes)
+       past k (v likewise). block_table 0: not paged. */
+    uint64_t block_table;
+    int32_t block_table_stride, page_size_log2;
+    uint32_t k_page_stride, v_page_stride;
 } fp_gfx950_fwd_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

@@ -18,16 +18,40 @@ enum { QUERIES_PER_WORKGROUP = 256, LANES_PER_WORKGROUP = 512, KV_TILE_KEYS_FP8 
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 
-/* What the kernels read of a varlen batch: cu_seqlens_q and cu_seqlens_k, seqused_k where given, their values on the
-   device only (no check kernel runs here: the workspace is unused); no paged cache. The fields' own validity is the
-   shared validation's (src/validate.c). */
+static int is_power_of_two(int32_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+/* A paged cache as the kernels read it: pages of a power of two rows (shift and mask), page strides and the table's
+   entries before the last sequence's row in 32 bits; k's and v's descales by sequence (their 64-key tiles take one
+   descale, not one per page). */
+static flashprefill_status check_paged(const flashprefill_params *p)
+{
+    if (p->seqused_k == NULL)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 kernels take a paged cache's lengths from "
+                                                         "seqused_k, which is NULL");
+    if (!is_power_of_two(p->page_size))
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "the gfx950 kernels take pages of a power of two tokens (16, 64, 256, ...), got page_size %d",
+                       (int)p->page_size);
+    const int64_t elem = fp_dtype_bytes(p->in_dtype);
+    if (!fits_u32(p->k_stride_batch * elem) || !fits_u32(p->v_stride_batch * elem) ||
+        !fits_u32((int64_t)p->batch * p->block_table_stride))
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "the gfx950 kernels take page strides below 4 GiB and block_table below 2^32 entries");
+    if (p->k_descale.kind == FLASHPREFILL_DESCALE_PER_BLOCK || p->v_descale.kind == FLASHPREFILL_DESCALE_PER_BLOCK)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "the gfx950 kernels take a paged cache's k and v descales PER_TENSOR or PER_HEAD, not PER_BLOCK");
+    return FLASHPREFILL_SUCCESS;
+}
+
+/* What the kernels read of a varlen batch: cu_seqlens_q, then cu_seqlens_k or a paged cache (block_table), seqused_k
+   where given, their values on the device only (no check kernel runs here: the workspace is unused). The fields' own
+   validity is the shared validation's (src/validate.c). */
 static flashprefill_status check_varlen(const flashprefill_params *p)
 {
     if (p->cu_seqlens_q == NULL)
         return FLASHPREFILL_SUCCESS;
     if (p->block_table != NULL)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                       "the gfx950 kernels take no paged KV cache (block_table): k and v as varlen rows only");
+        return check_paged(p);
     if (p->cu_seqlens_k == NULL)
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                        "the gfx950 kernels take varlen k and v by cu_seqlens_k, which is NULL");
@@ -76,7 +100,8 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     if (s)
         return s;
     const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype);
-    const int varlen = p->cu_seqlens_q != NULL; /* then the batch strides are unused: the kernel adds cu_seqlens rows */
+    /* varlen: the batch strides unused (the kernel adds cu_seqlens' rows, or a paged cache's pages) */
+    const int varlen = p->cu_seqlens_q != NULL, paged = varlen && p->block_table != NULL;
     fp_gfx950_fwd_kernarg a = {
         .q = (uint64_t)(uintptr_t)p->q, .k = (uint64_t)(uintptr_t)p->k, .v = (uint64_t)(uintptr_t)p->v,
         .out = (uint64_t)(uintptr_t)p->out, .lse = (uint64_t)(uintptr_t)p->lse,
@@ -96,6 +121,12 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
         .cu_seqlens_q = (uint64_t)(uintptr_t)p->cu_seqlens_q, .cu_seqlens_k = (uint64_t)(uintptr_t)p->cu_seqlens_k,
         .seqused_k = varlen ? (uint64_t)(uintptr_t)p->seqused_k : 0,
     };
+    if (paged) {
+        a.block_table = (uint64_t)(uintptr_t)p->block_table, a.block_table_stride = p->block_table_stride;
+        a.page_size_log2 = __builtin_ctz((unsigned)p->page_size);
+        a.k_page_stride = (uint32_t)(p->k_stride_batch * elem), a.v_page_stride = (uint32_t)(p->v_stride_batch * elem);
+        a.cu_seqlens_k = 0;
+    }
     const fp_descale_layout dq = fp_descale_layout_of(&p->q_descale, p->heads_kv, p->heads_q, p->seqlen_q);
     const fp_descale_layout dk = fp_descale_layout_of(&p->k_descale, p->heads_kv, p->heads_kv, p->seqlen_k);
     const fp_descale_layout dv = fp_descale_layout_of(&p->v_descale, p->heads_kv, p->heads_kv, p->seqlen_k);

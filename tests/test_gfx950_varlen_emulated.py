@@ -50,9 +50,10 @@ def _packed(rng, cu, lengths, heads, dim, make):
     return x
 
 
-def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None):
+def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None):
     """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`; out (total_q, heads_q,
-    dim_v) as float64, lse (heads_q, total_q)."""
+    dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages,
+    page_size, heads_kv, dim) and cu_k None."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     total_q, dim_qk = q.shape[0], q.shape[2]
@@ -64,11 +65,16 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
     a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"], seqlen_q=max_q,
                 seqlen_k=max_k, heads_q=HEADS_Q, heads_per_kv=HEADS_Q // HEADS_KV, causal=int(causal),
                 causal_offset=max_k - max_q, softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk), lse_rows=total_q,
-                cu_seqlens_q=mem.alloc_array(cu_q), cu_seqlens_k=mem.alloc_array(cu_k),
+                cu_seqlens_q=mem.alloc_array(cu_q), cu_seqlens_k=0 if cu_k is None else mem.alloc_array(cu_k),
                 seqused_k=0 if seqused_k is None else mem.alloc_array(seqused_k))
     for n, x in (("q", q), ("k", k), ("v", v)):
-        setattr(a, f"{n}_stride_seq", x.shape[1] * x.shape[2] * x.dtype.itemsize)
-        setattr(a, f"{n}_stride_head", x.shape[2] * x.dtype.itemsize)
+        setattr(a, f"{n}_stride_seq", x.shape[-2] * x.shape[-1] * x.dtype.itemsize)
+        setattr(a, f"{n}_stride_head", x.shape[-1] * x.dtype.itemsize)
+    if pages is not None:
+        table, page_size = pages
+        a.block_table, a.block_table_stride = mem.alloc_array(np.ascontiguousarray(table, np.int32)), table.shape[1]
+        a.page_size_log2 = page_size.bit_length() - 1
+        a.k_page_stride, a.v_page_stride = (x[0].nbytes for x in (k, v))
     a.out_stride_seq, a.out_stride_head = HEADS_Q * DIM_V * 2, DIM_V * 2
     for n, d in zip("qkv", descales or ()):
         setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))

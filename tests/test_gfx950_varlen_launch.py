@@ -1,7 +1,8 @@
 """The gfx950 library's varlen launch on a machine without ROCm (tests/hip_stub.c standing in for libamdhip64.so):
 the kernel arguments hip/fwd_launch.c packs from a varlen call (the device arrays' addresses, lse's rows = total_q,
-batch strides 0, the grid over the longest sequence), read back from the stub; and a paged cache refused as
-NOT_SUPPORTED. The call is made in C (tests/varlen_launch_probe.c) so that the params are the header's own."""
+batch strides 0, the grid over the longest sequence; a paged cache's table, page size and page strides), read back
+from the stub; pages of other than a power of two tokens refused as NOT_SUPPORTED. The call is made in C
+(tests/varlen_launch_probe.c) so that the params are the header's own."""
 import ctypes
 import os
 import pathlib
@@ -34,9 +35,9 @@ def probe(tmp_path_factory):
                     str(ROOT / "tests" / "varlen_launch_probe.c"), str(LIBRARY), "-ldl",
                     f"-Wl,-rpath,{LIBRARY.parent}"], check=True)
 
-    def run(mode):
+    def run(*mode):
         env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
-        out = subprocess.run([str(directory / "probe"), mode], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run([str(directory / "probe"), *mode], env=env, capture_output=True, text=True, check=True)
         status, error, grid, kernarg = out.stdout.split("\n")[:4]
         return int(status), error, tuple(map(int, grid.split())), bytes.fromhex(kernarg)
     return run
@@ -55,9 +56,22 @@ def test_varlen_kernel_arguments(probe):
     assert (a.q_stride_seq, a.k_stride_seq, a.out_stride_seq) == (HEADS_Q * DIM * 2, HEADS_KV * DIM * 2,
                                                                    HEADS_Q * DIM * 2)
     assert a.heads_per_kv == HEADS_Q // HEADS_KV and a.causal == 1
+    assert a.block_table == 0
 
 
-def test_paged_cache_is_not_supported(probe):
-    status, error, _, _ = probe("paged")
+@pytest.mark.parametrize("page_size", [16, 64, 256])
+def test_paged_kernel_arguments(probe, page_size):
+    status, error, grid, kernarg = probe("paged", str(page_size))
+    assert status == 0, error
+    assert grid == (-(-MAX_Q // 256), HEADS_Q, 1)
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.cu_seqlens_q, a.cu_seqlens_k, a.seqused_k, a.block_table) == (_address(5), 0, _address(7), _address(9))
+    assert (a.block_table_stride, 1 << a.page_size_log2) == (MAX_K // page_size + 1, page_size)
+    assert (a.k_page_stride, a.v_page_stride) == (page_size * HEADS_KV * DIM * 2, 2 * page_size * HEADS_KV * DIM * 2)
+    assert (a.k_stride_batch, a.v_stride_batch, a.lse_rows) == (0, 0, TOTAL_Q)
+
+
+def test_pages_of_other_sizes_are_not_supported(probe):
+    status, error, _, _ = probe("paged", "48")
     assert status == 2, error  # FLASHPREFILL_ERROR_NOT_SUPPORTED
-    assert "paged KV cache" in error
+    assert "power of two" in error

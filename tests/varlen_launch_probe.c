@@ -1,8 +1,9 @@
-/* tests/test_gfx950_varlen_launch.py's probe: one varlen (argv[1] "varlen") or paged ("paged") call of the gfx950
- * library's flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so; prints the status,
- * the last error, and the grid and kernel arguments the stub recorded (hex), one per line. The params are built here
- * in C, from the header, so that every 0.10.0 field is the caller's.
+/* tests/test_gfx950_varlen_launch.py's probe: one varlen call (argv[1] "varlen", or "paged" with pages of argv[2]
+ * tokens) of the gfx950 library's flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so;
+ * prints the status, the last error, and the grid and kernel arguments the stub recorded (hex), one per line. The
+ * params are built here in C, from the header, so that every 0.10.0 field is the caller's.
  */
+#include <stdlib.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +16,7 @@ static const void *address(int i) { return (const void *)(uintptr_t)((uint64_t)(
 
 int main(int argc, char **argv)
 {
-    if (argc != 2)
+    if (argc < 2)
         return 2;
     flashprefill_params p = flashprefill_params_init();
     p.q = address(0), p.k = address(1), p.v = address(2), p.out = (void *)address(3), p.lse = (float *)address(4);
@@ -29,10 +30,12 @@ int main(int argc, char **argv)
     p.cu_seqlens_q = (const int32_t *)address(5), p.seqused_k = (const int32_t *)address(7);
     p.total_q = TOTAL_Q;
     p.workspace = (void *)address(8), p.workspace_bytes = 1 << 20;
-    if (strcmp(argv[1], "paged") == 0) {
-        p.block_table = (const int32_t *)address(9), p.block_table_stride = MAX_K / 16 + 1;
-        p.page_size = 16, p.num_pages = 64;
-        p.k_stride_batch = p.v_stride_batch = 16 * HEADS_KV * DIM; /* between pages */
+    if (strcmp(argv[1], "paged") == 0 && argc == 3) {
+        p.page_size = atoi(argv[2]);
+        p.block_table = (const int32_t *)address(9), p.block_table_stride = MAX_K / p.page_size + 1;
+        p.num_pages = 64;
+        p.k_stride_batch = p.page_size * HEADS_KV * DIM;     /* between pages */
+        p.v_stride_batch = 2 * p.page_size * HEADS_KV * DIM; /* v's pages apart from k's, to tell them apart */
     } else {
         p.cu_seqlens_k = (const int32_t *)address(6), p.total_k = TOTAL_K;
     }
