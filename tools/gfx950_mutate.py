@@ -3,8 +3,9 @@ notice. For each kernel, every s_waitcnt, s_nop, s_barrier and s_setprio of the 
 output, which reassembles to the same code object) is removed, one instance at a time, and every run of s_nop is
 shortened by one wait state; each mutant is rebuilt in a temporary directory and checked, cheapest first, by the
 hazard lint (tools/gfx950_lint.py), the static checks of tests/test_gfx950_static.py that take a kernel name, and
-small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, tests/test_gfx950_varlen_emulated.py
-and tests/test_gfx950_quantize_emulated.py, once per seed of --seeds, the emulator in whatever mode is its default).
+small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, test_gfx950_varlen_emulated.py,
+test_gfx950_paged_emulated.py and test_gfx950_quantize_emulated.py, once per seed of --seeds, the emulator in whatever
+mode is its default).
 A mutant is killed by the first check that fails; the survivors are printed with the source line they expand from
 (file:line) and the score killed / total.
 
@@ -54,6 +55,8 @@ for _dim, _family in ((128, "bf16_hd128"), (192, "bf16_qk192")):  # varlen: the 
 for _dim, _family in ((128, "fp8_hd128"), (192, "fp8_qk192")):
     EMULATED[f"fwd_{_family}"].append(("test_gfx950_varlen_emulated", "test_varlen_fp8",
                                        dict(causal=True, seqused=True, descale="per_block", dim_qk=_dim)))
+for _name in ("fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"):  # paged: each row's page
+    EMULATED[_name].append(("test_gfx950_paged_emulated", "test_paged", dict(name=_name, page_size=16, causal=True)))
 for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"] = [("test_gfx950_quantize_emulated", "test_bit_identical_to_the_model",
                                       dict(dim=_dim, dtype=dtype, mode="rotate_smooth"))
