@@ -11,7 +11,7 @@ import pytest
 
 import markers
 from flashprefill import fp8, reference
-from test_gfx950_kernel_emulated import _fp8_kernel
+from test_gfx950_kernel_emulated import ROOT
 from test_gfx950_varlen_emulated import (DIM_V, HEADS_KV, HEADS_Q, RNG, SEQUENCES, _bf16_floor, _check_lse,
                                          _check_untouched, _layout, _quantized, _rows, _run, _sequence_reference)
 
@@ -68,7 +68,7 @@ def test_paged(name, page_size, causal):
     k_cache, v_cache = (_paged(x, cu_k, table, page_size, pages, fill, pad) for x, pad in ((k, 0), (v, 1)))
     as_kernel = (lambda x: x.view(ml_dtypes.float8_e4m3fn)) if "fp8" in name else (lambda x: x)
     out_bits, lse = _run(name, *(as_kernel(x) for x in (q, k_cache, v_cache)), cu_q, None, seqused_k, causal, seed,
-                         descales=descales, pages=(table, page_size))
+                         descales=descales, pages=(table, page_size), root=ROOT)
     out = _check_untouched(seed, out_bits, lse, cu_q)
     for b, (sq, sk) in enumerate(SEQUENCES):
         if sq == 0:

@@ -50,10 +50,11 @@ def _packed(rng, cu, lengths, heads, dim, make):
     return x
 
 
-def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None):
+def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None):
     """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`; out (total_q, heads_q,
     dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages,
-    page_size, heads_kv, dim) and cu_k None."""
+    page_size, heads_kv, dim) and cu_k None. root: the tree whose build/gfx950 holds the code object (the
+    calling module's ROOT, which tools/gfx950_mutate.py points at a mutant's)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     total_q, dim_qk = q.shape[0], q.shape[2]
@@ -85,7 +86,7 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
             setattr(a, f"{n}_exponents", mem.alloc_array(np.ascontiguousarray(e, np.int8)))
             setattr(a, f"{n}_block_tokens", BLOCK_TOKENS)
             setattr(a, f"{n}_blocks_per_head", e.shape[2])
-    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
+    co = load_code_object(str((root or ROOT) / "build" / "gfx950" / f"{name}.co"))
     run_kernel(co, name, grid=(-(-max_q // QUERIES_PER_WORKGROUP), HEADS_Q, len(SEQUENCES)),
                workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem, seed=seed)
     out = mem.read(addr["out"], np.uint16, (total_q, HEADS_Q, DIM_V))
