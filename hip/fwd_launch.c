@@ -21,8 +21,8 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 static int is_power_of_two(int32_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 /* A paged cache as the kernels read it: pages of a power of two rows (shift and mask), page strides and the table's
-   entries before the last sequence's row in 32 bits; k's and v's descales by sequence (their 64-key tiles take one
-   descale, not one per page). */
+   entries before the last sequence's row in 32 bits; per-block descales of k and v one per page (block_tokens
+   page_size, exponents (num_pages, heads_kv)). */
 static flashprefill_status check_paged(const flashprefill_params *p)
 {
     if (p->seqused_k == NULL)
@@ -37,9 +37,12 @@ static flashprefill_status check_paged(const flashprefill_params *p)
         !fits_u32((int64_t)p->batch * p->block_table_stride))
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
                        "the gfx950 kernels take page strides below 4 GiB and block_table below 2^32 entries");
-    if (p->k_descale.kind == FLASHPREFILL_DESCALE_PER_BLOCK || p->v_descale.kind == FLASHPREFILL_DESCALE_PER_BLOCK)
-        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                       "the gfx950 kernels take a paged cache's k and v descales PER_TENSOR or PER_HEAD, not PER_BLOCK");
+    const flashprefill_descale *kv[2] = {&p->k_descale, &p->v_descale};
+    for (int i = 0; i < 2; ++i)
+        if (kv[i]->kind == FLASHPREFILL_DESCALE_PER_BLOCK && kv[i]->block_tokens != p->page_size)
+            return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                           "the gfx950 kernels take a paged cache's PER_BLOCK descales one per page: block_tokens %d "
+                           "is not page_size %d", (int)kv[i]->block_tokens, (int)p->page_size);
     return FLASHPREFILL_SUCCESS;
 }
 
@@ -144,6 +147,8 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     a.q_block_tokens = dq.block_tokens, a.q_blocks_per_head = dq.blocks_per_head;
     a.k_block_tokens = dk.block_tokens, a.k_blocks_per_head = dk.blocks_per_head;
     a.v_block_tokens = dv.block_tokens, a.v_blocks_per_head = dv.blocks_per_head;
+    if (paged) /* k's and v's exponents (num_pages, heads_kv): the kernels take the page as the row, one block */
+        a.k_blocks_per_head = dk.exponents ? 1 : 0, a.v_blocks_per_head = dv.exponents ? 1 : 0;
     size_t size = sizeof a;
     void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      FP_HIP_LAUNCH_PARAM_END};

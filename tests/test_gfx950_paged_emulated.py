@@ -12,8 +12,9 @@ import pytest
 import markers
 from flashprefill import fp8, reference
 from test_gfx950_kernel_emulated import ROOT
-from test_gfx950_varlen_emulated import (DIM_V, HEADS_KV, HEADS_Q, RNG, SEQUENCES, _bf16_floor, _check_lse,
-                                         _check_untouched, _layout, _quantized, _rows, _run, _sequence_reference)
+from test_gfx950_varlen_emulated import (BLOCK_TOKENS, DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES,
+                                         _bf16_floor, _check_lse, _check_untouched, _layout, _quantized, _rows, _run,
+                                         _sequence_reference)
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 SPARE_PAGES = 2      # pages no sequence names (NaN)
@@ -31,6 +32,16 @@ def _block_table(rng, page_size):
     return table, len(order)
 
 
+def _page_exponents(exponents, table, pages):
+    """int8 (batch, heads, blocks) exponents of blocks of page_size keys -> (pages, heads, 1): each block's at its
+    page (0 at the pages no sequence names), as the kernels read a paged cache's per-block descales."""
+    out = np.zeros((pages, exponents.shape[1], 1), np.int8)
+    for b, (_, sk) in enumerate(SEQUENCES):
+        for i in range(-(-sk // BLOCK_TOKENS)):
+            out[table[b, i], :, 0] = exponents[b, :, i]
+    return out
+
+
 def _paged(x, cu_k, table, page_size, pages, fill, pad_rows=0):
     """The keys of packed x (rows cu_k[b] .. for sequence b) moved into a cache (pages, page_size + pad_rows, heads,
     dim) of `fill` where no key lies."""
@@ -41,12 +52,13 @@ def _paged(x, cu_k, table, page_size, pages, fill, pad_rows=0):
     return cache
 
 
-@pytest.mark.parametrize("name, page_size, causal", [
-    ("fwd_bf16_hd128", 16, True), ("fwd_bf16_qk192", 256, False),   # 16: a 32-key tile spans two pages
-    ("fwd_fp8_hd128", 64, False), ("fwd_fp8_qk192", 16, True)])     # 16: a 64-key tile spans four
-def test_paged(name, page_size, causal):
-    """bf16 within 1.5x the bf16 floor of float64 attention; fp8 (per (sequence, kv head) descales) within the bf16
-    rounding of the model of its pipeline and 1.5x the model's error of float64 attention."""
+@pytest.mark.parametrize("name, page_size, causal, descale", [
+    ("fwd_bf16_hd128", 16, True, None), ("fwd_bf16_qk192", 256, False, None),  # 16: a 32-key tile spans two pages
+    ("fwd_fp8_hd128", BLOCK_TOKENS, False, "per_block"), ("fwd_fp8_qk192", 16, True, "per_head")])  # 16: four pages
+def test_paged(name, page_size, causal, descale):
+    """bf16 within 1.5x the bf16 floor of float64 attention; fp8 within the bf16 rounding of the model of its pipeline
+    and 1.5x the model's error of float64 attention, with descales per (sequence, kv head), or per block of k and v
+    one per page (exponents (pages, heads_kv)) and q's per block of its sequence."""
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
     dim_qk = 192 if name.endswith("qk192") else 128
@@ -54,28 +66,37 @@ def test_paged(name, page_size, causal):
     seqused_k = np.array([sk for _, sk in SEQUENCES], np.int32)
     table, pages = _block_table(rng, page_size)
     tensors = ((cu_q, HEADS_Q, dim_qk), (cu_k, HEADS_KV, dim_qk), (cu_k, HEADS_KV, DIM_V))
+    descales = blocks = None
     if "fp8" in name:
-        (q, qd, qx), (k, kd, kx), (v, vd, vx) = (_quantized(rng, cu, np.diff(cu), heads, dim, False)
+        per_block = descale == "per_block"
+        (q, qd, qx), (k, kd, kx), (v, vd, vx) = (_quantized(rng, cu, np.diff(cu), heads, dim, per_block)
                                                  for cu, heads, dim in tensors)
-        fill, descales = 0x7F, (qd, kd, vd)
+        fill = 0x7F
+        if per_block:
+            blocks = (qd, *(_page_exponents(e, table, pages) for e in (kd, vd)))
+        else:
+            descales = (qd, kd, vd)
     else:
-        q, k, v = (np.full((int(cu[-1]) + 5, heads, dim), np.nan) for cu, heads, dim in tensors)
+        q, k, v = (np.full((int(cu[-1]) + PAD_ROWS, heads, dim), np.nan) for cu, heads, dim in tensors)
         for x, cu in ((q, cu_q), (k, cu_k), (v, cu_k)):
             x[:int(cu[-1])] = rng.standard_normal((int(cu[-1]),) + x.shape[1:])
         q, k, v = (x.astype(ml_dtypes.bfloat16) for x in (q, k, v))
-        fill, descales = np.nan, None
+        fill = np.nan
     # v's pages a row longer than k's (unused, NaN): a kernel that mixed up their page strides would read NaN
     k_cache, v_cache = (_paged(x, cu_k, table, page_size, pages, fill, pad) for x, pad in ((k, 0), (v, 1)))
     as_kernel = (lambda x: x.view(ml_dtypes.float8_e4m3fn)) if "fp8" in name else (lambda x: x)
     out_bits, lse = _run(name, *(as_kernel(x) for x in (q, k_cache, v_cache)), cu_q, None, seqused_k, causal, seed,
-                         descales=descales, pages=(table, page_size), root=ROOT)
+                         descales=descales, blocks=blocks, pages=(table, page_size), root=ROOT)
     out = _check_untouched(seed, out_bits, lse, cu_q)
     for b, (sq, sk) in enumerate(SEQUENCES):
         if sq == 0:
             continue  # no row of out or lse is the sequence's
         rows_q, rows_k = _rows(cu_q, b, sq), _rows(cu_k, b, sk)
-        if "fp8" in name:
+        if "fp8" in name and descale == "per_block":
+            scales = [fp8.block_scales(e[b:b + 1], n, BLOCK_TOKENS) for e, n in ((qd, sq), (kd, sk), (vd, sk))]
+        elif "fp8" in name:
             scales = [np.repeat(qd[b:b + 1], HEADS_Q // HEADS_KV, axis=1), kd[b:b + 1], vd[b:b + 1]]
+        if "fp8" in name:
             model, model_lse = fp8.attention_fp8_model(q[rows_q][None], k[rows_k][None], v[rows_k][None], *scales,
                                                        causal=causal, kv_tile=64, return_lse=True)
             model, model_lse = model[0], model_lse[0]
