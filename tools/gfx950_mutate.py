@@ -56,8 +56,9 @@ for _dim, _family in ((128, "fp8_hd128"), (192, "fp8_qk192")):
     EMULATED[f"fwd_{_family}"].append(("test_gfx950_varlen_emulated", "test_varlen_fp8",
                                        dict(causal=True, seqused=True, descale="per_block", dim_qk=_dim)))
 for _name in ("fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"):  # paged: each row's page, and
-    EMULATED[_name].append(("test_gfx950_paged_emulated", "test_paged",  # fp8's per-block exponents by page
-                            dict(name=_name, page_size=64, causal=True, descale="per_block" if "fp8" in _name else None)))
+    _descale = "per_block" if "fp8" in _name else None                                 # fp8's exponents by page
+    EMULATED[_name].append(("test_gfx950_paged_emulated", "test_paged",
+                            dict(name=_name, page_size=64, causal=True, descale=_descale)))
 for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"] = [("test_gfx950_quantize_emulated", "test_bit_identical_to_the_model",
                                       dict(dim=_dim, dtype=dtype, mode="rotate_smooth"))
