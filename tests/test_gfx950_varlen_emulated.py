@@ -3,8 +3,9 @@
 float64 reference (and fp8 against the numpy model of its pipeline).
 
 One batch of sequences (seqlen_q, seqlen_k) covers the cases: length 1, no queries, no keys (out 0, lse -inf), more
-queries than keys (causal: the first queries see no key) at lengths that are no multiple of a tile, and one sequence
-longer than the others together (two 256-query workgroups; the others' second workgroup ends at once). q, k and v
+queries than keys (causal: the first 270 queries see no key, the whole first workgroup: it visits no tile) at lengths
+that are no multiple of a tile, and one sequence longer than the others together (two 256-query workgroups; the short
+sequences' second workgroup ends at once). q, k and v
 lie packed (total, heads, dim) with NaN in the rows no sequence owns (after the last one, and with seqused_k between
 the sequences' used keys and the next sequence): a kernel that loads them, even at probability 0, turns its output
 NaN. out and lse are poisoned (NaN): every element of the sequences must be written, the rows past them untouched.
@@ -23,7 +24,7 @@ from test_gfx950_kernel_emulated import (BF16_NAN, LANES_PER_WORKGROUP, QUERIES_
 RNG = np.random.default_rng()  # each test's input (and schedule) seed drawn from it, named in its failures
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
-SEQUENCES = [(1, 1), (0, 37), (45, 0), (70, 50), (260, 270)]  # (seqlen_q, seqlen_k) of each sequence
+SEQUENCES = [(1, 1), (0, 37), (45, 0), (300, 30), (360, 380)]  # (seqlen_q, seqlen_k) of each sequence
 HEADS_Q, HEADS_KV, DIM_V = 2, 1, 128
 PAD_ROWS = 5     # rows after the last sequence (NaN in q, k and v; out and lse must keep their poison there)
 UNUSED_KEYS = 6  # with seqused_k: NaN rows after each sequence's used keys, inside its cu_seqlens_k range
