@@ -71,6 +71,18 @@ def test_paged_kernel_arguments(probe, page_size):
     assert (a.k_stride_batch, a.v_stride_batch, a.lse_rows) == (0, 0, TOTAL_Q)
 
 
+def test_paged_block_descales_one_per_page(probe):
+    """fp8 per-block descales of a paged k and v: exponents (num_pages, heads_kv), the page the row of one block; q's
+    per sequence as without pages. Blocks other than the page are refused."""
+    status, error, _, kernarg = probe("paged", "64", "64")
+    assert status == 0, error
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.k_exponents, a.v_exponents, a.k_block_tokens, a.v_block_tokens) == (_address(10),) * 2 + (64, 64)
+    assert (a.k_blocks_per_head, a.v_blocks_per_head, a.q_blocks_per_head) == (1, 1, -(-MAX_Q // 64))
+    status, error, _, _ = probe("paged", "64", "128")
+    assert status == 2 and "one per page" in error, error
+
+
 def test_pages_of_other_sizes_are_not_supported(probe):
     status, error, _, _ = probe("paged", "48")
     assert status == 2, error  # FLASHPREFILL_ERROR_NOT_SUPPORTED

@@ -1,5 +1,6 @@
 /* tests/test_gfx950_varlen_launch.py's probe: one varlen call (argv[1] "varlen", or "paged" with pages of argv[2]
- * tokens) of the gfx950 library's flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so;
+ * tokens, and with argv[3] fp8 inputs with per-block descales of argv[3] tokens) of the gfx950 library's
+ * flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so;
  * prints the status, the last error, and the grid and kernel arguments the stub recorded (hex), one per line. The
  * params are built here in C, from the header, so that every 0.10.0 field is the caller's.
  */
@@ -30,7 +31,13 @@ int main(int argc, char **argv)
     p.cu_seqlens_q = (const int32_t *)address(5), p.seqused_k = (const int32_t *)address(7);
     p.total_q = TOTAL_Q;
     p.workspace = (void *)address(8), p.workspace_bytes = 1 << 20;
-    if (strcmp(argv[1], "paged") == 0 && argc == 3) {
+    if (argc == 4) {
+        p.in_dtype = FLASHPREFILL_DTYPE_FP8_E4M3;
+        const flashprefill_descale blocks = {FLASHPREFILL_DESCALE_PER_BLOCK, atoi(argv[3]), NULL,
+                                             (const int8_t *)address(10)};
+        p.q_descale = p.k_descale = p.v_descale = blocks;
+    }
+    if (strcmp(argv[1], "paged") == 0 && argc >= 3) {
         p.page_size = atoi(argv[2]);
         p.block_table = (const int32_t *)address(9), p.block_table_stride = MAX_K / p.page_size + 1;
         p.num_pages = 64;
