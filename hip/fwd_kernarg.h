@@ -3,7 +3,8 @@
  * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_static.py
  * compiles this header and checks every offset and the total size against those lines, and against
  * tests/kernargs.py, which reads this struct into the tests' ctypes mirror (keep one field list a line).
- * Addresses and strides are in bytes; the host has validated every argument (src/validate.c).
+ * Addresses and strides are in bytes; the host has validated every argument (src/validate.c) but the varlen
+ * arrays' values, which only the device sees.
  */
 #ifndef FLASHPREFILL_GFX950_FWD_KERNARG_H
 #define FLASHPREFILL_GFX950_FWD_KERNARG_H
@@ -12,7 +13,7 @@
 
 typedef struct fp_gfx950_fwd_kernarg {
     uint64_t q, k, v, out;    /* device addresses: (batch, seq, heads, dim) tensors */
-    uint64_t lse;             /* 0, or float (batch, heads_q, seqlen_q) */
+    uint64_t lse;             /* 0, or float (batch, heads_q, seqlen_q), varlen (heads_q, total_q) */
     uint32_t q_stride_seq, q_stride_head;
     uint64_t q_stride_batch;
     uint32_t k_stride_seq, k_stride_head;
@@ -26,7 +27,7 @@ typedef struct fp_gfx950_fwd_kernarg {
     int32_t causal;                 /* 0 or 1 */
     int32_t causal_offset;          /* seqlen_k - seqlen_q: query i sees keys <= i + causal_offset */
     float softmax_scale_log2;       /* softmax_scale * log2(e) */
-    uint32_t reserved;              /* 0; keeps the size a multiple of 8 */
+    uint32_t lse_rows;              /* lse's stride between heads, in floats: seqlen_q, varlen total_q */
     /* fp8 only: value = code * factors[batch * stride_batch + head_kv * stride_head]; address 0: factor 1.
        Per tensor: strides 0, 0; per (batch, kv head): heads_kv, 1 (in floats). */
     uint64_t q_descale, k_descale, v_descale;
@@ -39,6 +40,16 @@ typedef struct fp_gfx950_fwd_kernarg {
     uint64_t q_exponents, k_exponents, v_exponents;
     int32_t q_block_tokens, k_block_tokens, v_block_tokens;
     int32_t q_blocks_per_head, k_blocks_per_head, v_blocks_per_head;
+    /* Varlen (flashprefill.h): int32 device arrays, read by the kernel for its sequence (workgroup id z); the
+       batch strides are then 0, seqlen_q and seqlen_k the largest lengths. cu_seqlens_q 0: a batch of equal
+       lengths. seqused_k 0: key lengths from cu_seqlens_k. */
+    uint64_t cu_seqlens_q, cu_seqlens_k, seqused_k;
+    /* Paged k and v (cu_seqlens_k 0, seqused_k given): key j of sequence b at row j % 2^page_size_log2 of page
+       block_table[b * block_table_stride + (j >> page_size_log2)], whose rows start page * k_page_stride (bytes)
+       past k (v likewise). block_table 0: not paged. */
+    uint64_t block_table;
+    int32_t block_table_stride, page_size_log2;
+    uint32_t k_page_stride, v_page_stride;
 } fp_gfx950_fwd_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

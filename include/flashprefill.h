@@ -169,7 +169,8 @@ typedef struct flashprefill_params {
        check kernel on the stream does (cu_seqlens non-decreasing, within total_q / total_k, lengths within
        seqlen_q / seqlen_k, seqused_k within its sequence's rows or pages, block_table entries within num_pages)
        and, on a violation, writes NaN to every element of out and lse and the reason to the workspace
-       (flashprefill_workspace_error reads it back). */
+       (flashprefill_workspace_error reads it back).
+       gfx950 library: pages of 2^n tokens; no check kernel runs, the workspace is unused. */
     const int32_t *cu_seqlens_q;   /* device, batch + 1 int32 (4-byte aligned); NULL: not varlen */
     const int32_t *cu_seqlens_k;   /* device, batch + 1 int32; NULL with a paged cache */
     const int32_t *seqused_k;      /* device, batch int32; optional with varlen k, required with a paged cache */

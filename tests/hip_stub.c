@@ -1,14 +1,19 @@
-/* A stand-in libamdhip64.so for tests/test_gfx950_library.py: two devices, hipSetDevice to switch, and a log of
- * which device was current at each hipModuleLoadData and hipModuleLaunchKernel. A module handle encodes the device
- * it was loaded on (device + 1 in the upper bits), so a launch can be checked against the current device.
+/* A stand-in libamdhip64.so for tests/test_gfx950_library.py and tests/test_gfx950_varlen_launch.py: two devices,
+ * hipSetDevice to switch, a log of which device was current at each hipModuleLoadData and hipModuleLaunchKernel, and
+ * the last launch's grid and kernel arguments. A module handle encodes the device it was loaded on (device + 1 in
+ * the upper bits), so a launch can be checked against the current device.
  */
 #include <stdint.h>
+#include <string.h>
 
-enum { DEVICES = 2, LOG = 256 };
+enum { DEVICES = 2, LOG = 256, KERNARG_BYTES = 1024 };
 
 static int current;
 static int load_device[LOG], load_count;
 static int launch_device[LOG], launch_module_device[LOG], launch_count;
+static unsigned last_grid[3];
+static unsigned char last_kernarg[KERNARG_BYTES];
+static size_t last_kernarg_bytes;
 
 int hipGetDeviceCount(int *count) { *count = DEVICES; return 0; }
 int hipGetDevice(int *device) { *device = current; return 0; }
@@ -41,7 +46,14 @@ int hipModuleGetFunction(void **function, void *module, const char *name)
 int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shared, void *stream, void **params, void **extra)
 {
-    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params, (void)extra;
+    (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params;
+    last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
+    /* extra = {BUFFER_POINTER (1), buffer, BUFFER_SIZE (2), &bytes, END (3)}, as hip/fwd_launch.c passes it */
+    last_kernarg_bytes = 0;
+    if (extra != NULL && extra[0] == (void *)0x01 && extra[2] == (void *)0x02) {
+        last_kernarg_bytes = *(size_t *)extra[3] < KERNARG_BYTES ? *(size_t *)extra[3] : KERNARG_BYTES;
+        memcpy(last_kernarg, extra[1], last_kernarg_bytes);
+    }
     if (launch_count < LOG) {
         launch_device[launch_count] = current;
         launch_module_device[launch_count++] = (int)(((uintptr_t)function >> 16) - 1);
@@ -57,3 +69,10 @@ int stub_load_device(int i) { return load_device[i]; }
 int stub_launch_count(void) { return launch_count; }
 int stub_launch_device(int i) { return launch_device[i]; }
 int stub_launch_module_device(int i) { return launch_module_device[i]; }
+unsigned stub_last_grid(int axis) { return last_grid[axis]; }
+/* Copies the last launch's kernel arguments into dst (at most KERNARG_BYTES); returns their size. */
+size_t stub_last_kernarg(void *dst)
+{
+    memcpy(dst, last_kernarg, last_kernarg_bytes);
+    return last_kernarg_bytes;
+}

@@ -69,7 +69,7 @@ def test_fwd_bf16(shape, causal, dim_qk):
     addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
     a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"],
                 seqlen_q=sq, seqlen_k=sk, heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal),
-                causal_offset=sk - sq, softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk))
+                causal_offset=sk - sq, softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk), lse_rows=sq)
     for n, s, h, d in (("q", sq, hq, dim_qk), ("k", sk, hkv, dim_qk), ("v", sk, hkv, 128), ("out", sq, hq, 128)):
         setattr(a, f"{n}_stride_seq", h * d * 2)
         setattr(a, f"{n}_stride_head", d * 2)
@@ -101,7 +101,7 @@ def _run(name, q, k, v, causal, descales=None, blocks=None, stats=None, seed=0, 
     addr["lse"] = mem.alloc_array(np.full((batch, hq, sq), np.nan, np.float32))
     a = Kernarg(q=addr["q"], k=addr["k"], v=addr["v"], out=addr["out"], lse=addr["lse"], seqlen_q=sq, seqlen_k=sk,
                 heads_q=hq, heads_per_kv=hq // hkv, causal=int(causal), causal_offset=sk - sq,
-                softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk))
+                softmax_scale_log2=np.log2(np.e) / np.sqrt(dim_qk), lse_rows=sq)
     for n, x, out_bytes in (("q", q, None), ("k", k, None), ("v", v, None), ("out", None, 2)):
         shape = q.shape[:3] + (dim_v,) if x is None else x.shape
         item, dim = out_bytes or x.dtype.itemsize, shape[3]

@@ -193,8 +193,9 @@ def test_ping_pong_structure(name):
     assert mnemonics.count("s_barrier") == 5
     assert mnemonics.count("s_setprio") == 2
     global_loads = {m for m in mnemonics if m.startswith("global_load")}
-    assert global_loads == {"global_load_dwordx4"} | ({"global_load_sbyte"} if "fp8" in name else set()), \
-        global_loads  # sbyte: the per-block exponents
+    assert global_loads == {"global_load_dwordx4", "global_load_dword"} | ({"global_load_sbyte"} if "fp8" in name
+                                                                          else set()), \
+        global_loads  # dword: a paged cache's page ids; sbyte: the per-block exponents
     # K and V of a tile (and K's dims 128-191 at dim_qk 192): two first tiles, one in the loop
     assert mnemonics.count("ds_write_b128") == (9 if "qk192" in name else 6)
     transpose = "ds_read_b64_tr_b8" if "fp8" in name else "ds_read_b64_tr_b16"

@@ -3,8 +3,9 @@ notice. For each kernel, every s_waitcnt, s_nop, s_barrier and s_setprio of the 
 output, which reassembles to the same code object) is removed, one instance at a time, and every run of s_nop is
 shortened by one wait state; each mutant is rebuilt in a temporary directory and checked, cheapest first, by the
 hazard lint (tools/gfx950_lint.py), the static checks of tests/test_gfx950_static.py that take a kernel name, and
-small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py and
-tests/test_gfx950_quantize_emulated.py, once per seed of --seeds, the emulator in whatever mode is its default).
+small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, test_gfx950_varlen_emulated.py,
+test_gfx950_paged_emulated.py and test_gfx950_quantize_emulated.py, once per seed of --seeds, the emulator in whatever
+mode is its default).
 A mutant is killed by the first check that fails; the survivors are printed with the source line they expand from
 (file:line) and the score killed / total.
 
@@ -48,6 +49,16 @@ for _dim in (128, 192):
          dict(shape=(1, 100, 100, 1, 1), block_tokens=64, causal=True, dim_qk=_dim)),
         ("test_gfx950_kernel_emulated", "test_fwd_fp8",  # the descales' loads
          dict(shape=(1, 70, 70, 1, 1), causal=True, per_head=True, dim_qk=_dim))]
+for _dim, _family in ((128, "bf16_hd128"), (192, "bf16_qk192")):  # varlen: the sequence's rows and lengths
+    EMULATED[f"fwd_{_family}"].append(("test_gfx950_varlen_emulated", "test_varlen_bf16",
+                                       dict(causal=True, seqused=True, dim_qk=_dim)))
+for _dim, _family in ((128, "fp8_hd128"), (192, "fp8_qk192")):
+    EMULATED[f"fwd_{_family}"].append(("test_gfx950_varlen_emulated", "test_varlen_fp8",
+                                       dict(causal=True, seqused=True, descale="per_block", dim_qk=_dim)))
+for _name in ("fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"):  # paged: each row's page, and
+    _descale = "per_block" if "fp8" in _name else None                                 # fp8's exponents by page
+    EMULATED[_name].append(("test_gfx950_paged_emulated", "test_paged",
+                            dict(name=_name, page_size=64, causal=True, descale=_descale)))
 for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"] = [("test_gfx950_quantize_emulated", "test_bit_identical_to_the_model",
                                       dict(dim=_dim, dtype=dtype, mode="rotate_smooth"))

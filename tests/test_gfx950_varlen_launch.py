@@ -1,0 +1,89 @@
+"""The gfx950 library's varlen launch on a machine without ROCm (tests/hip_stub.c standing in for libamdhip64.so):
+the kernel arguments hip/fwd_launch.c packs from a varlen call (the device arrays' addresses, lse's rows = total_q,
+batch strides 0, the grid over the longest sequence; a paged cache's table, page size and page strides), read back
+from the stub; pages of other than a power of two tokens refused as NOT_SUPPORTED. The call is made in C
+(tests/varlen_launch_probe.c) so that the params are the header's own."""
+import ctypes
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import kernargs
+import markers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
+pytestmark = markers.needs_cc
+# tests/varlen_launch_probe.c's problem and stand-in addresses
+HEADS_Q, HEADS_KV, DIM, TOTAL_Q, MAX_Q, MAX_K = 4, 2, 128, 300, 260, 300
+
+
+def _address(i):
+    return (0x7F0 + i) << 36
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    if not LIBRARY.exists():
+        pytest.fail(f"{LIBRARY} is missing: run `make amd`")
+    directory = tmp_path_factory.mktemp("varlen_launch")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o", str(directory / "libamdhip64.so"),
+                    str(ROOT / "tests" / "hip_stub.c")], check=True)
+    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(directory / "probe"),
+                    str(ROOT / "tests" / "varlen_launch_probe.c"), str(LIBRARY), "-ldl",
+                    f"-Wl,-rpath,{LIBRARY.parent}"], check=True)
+
+    def run(*mode):
+        env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
+        out = subprocess.run([str(directory / "probe"), *mode], env=env, capture_output=True, text=True, check=True)
+        status, error, grid, kernarg = out.stdout.split("\n")[:4]
+        return int(status), error, tuple(map(int, grid.split())), bytes.fromhex(kernarg)
+    return run
+
+
+def test_varlen_kernel_arguments(probe):
+    status, error, grid, kernarg = probe("varlen")
+    assert status == 0, error
+    assert grid == (-(-MAX_Q // 256), HEADS_Q, 1)
+    assert len(kernarg) == ctypes.sizeof(kernargs.FwdKernarg)
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.cu_seqlens_q, a.cu_seqlens_k, a.seqused_k) == (_address(5), _address(6), _address(7))
+    assert (a.q, a.k, a.v, a.out, a.lse) == tuple(_address(i) for i in range(5))
+    assert a.lse_rows == TOTAL_Q and (a.seqlen_q, a.seqlen_k) == (MAX_Q, MAX_K)
+    assert (a.q_stride_batch, a.k_stride_batch, a.v_stride_batch, a.out_stride_batch) == (0, 0, 0, 0)
+    assert (a.q_stride_seq, a.k_stride_seq, a.out_stride_seq) == (HEADS_Q * DIM * 2, HEADS_KV * DIM * 2,
+                                                                   HEADS_Q * DIM * 2)
+    assert a.heads_per_kv == HEADS_Q // HEADS_KV and a.causal == 1
+    assert a.block_table == 0
+
+
+@pytest.mark.parametrize("page_size", [16, 64, 256])
+def test_paged_kernel_arguments(probe, page_size):
+    status, error, grid, kernarg = probe("paged", str(page_size))
+    assert status == 0, error
+    assert grid == (-(-MAX_Q // 256), HEADS_Q, 1)
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.cu_seqlens_q, a.cu_seqlens_k, a.seqused_k, a.block_table) == (_address(5), 0, _address(7), _address(9))
+    assert (a.block_table_stride, 1 << a.page_size_log2) == (MAX_K // page_size + 1, page_size)
+    assert (a.k_page_stride, a.v_page_stride) == (page_size * HEADS_KV * DIM * 2, 2 * page_size * HEADS_KV * DIM * 2)
+    assert (a.k_stride_batch, a.v_stride_batch, a.lse_rows) == (0, 0, TOTAL_Q)
+
+
+def test_paged_block_descales_one_per_page(probe):
+    """fp8 per-block descales of a paged k and v: exponents (num_pages, heads_kv), the page the row of one block; q's
+    per sequence as without pages. Blocks other than the page are refused."""
+    status, error, _, kernarg = probe("paged", "64", "64")
+    assert status == 0, error
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.k_exponents, a.v_exponents, a.k_block_tokens, a.v_block_tokens) == (_address(10),) * 2 + (64, 64)
+    assert (a.k_blocks_per_head, a.v_blocks_per_head, a.q_blocks_per_head) == (1, 1, -(-MAX_Q // 64))
+    status, error, _, _ = probe("paged", "64", "128")
+    assert status == 2 and "one per page" in error, error
+
+
+def test_pages_of_other_sizes_are_not_supported(probe):
+    status, error, _, _ = probe("paged", "48")
+    assert status == 2, error  # FLASHPREFILL_ERROR_NOT_SUPPORTED
+    assert "power of two" in error
