@@ -190,25 +190,25 @@ float fp_backend_q_code_max(const fp_kernel_entry *e)
 /* v as every tensor only: the kernels read V^T from LDS with transposing reads, so a prepared v has
    nothing to save here, and flashprefill_prepare_v is not part of this backend (quantize_launch.c). */
 #define V_LAYOUT_DEFAULT (1u << FLASHPREFILL_V_LAYOUT_DEFAULT)
-/* Equal-length batches only: no varlen or paged kernels on this backend yet. */
-#define DENSE_ONLY FP_FORM_BIT(FP_FORM_DENSE)
+/* Every kernel takes equal-length batches, varlen batches and paged caches (the launcher's own limits aside). */
+#define ALL_FORMS (FP_FORM_BIT(FP_FORM_DENSE) | FP_FORM_BIT(FP_FORM_VARLEN) | FP_FORM_BIT(FP_FORM_PAGED))
 
 const fp_kernel_entry fp_backend_kernels[] = {
     {"gfx950_fwd_bf16_hd128", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32,
-     V_LAYOUT_DEFAULT, DENSE_ONLY, check_limits, launch_fwd_bf16_hd128},
+     V_LAYOUT_DEFAULT, ALL_FORMS, check_limits, launch_fwd_bf16_hd128},
     {"gfx950_fwd_bf16_qk192", FLASHPREFILL_DTYPE_BF16, FLASHPREFILL_DTYPE_BF16, 192, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE), 0, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32,
-     V_LAYOUT_DEFAULT, DENSE_ONLY, check_limits, launch_fwd_bf16_qk192},
+     V_LAYOUT_DEFAULT, ALL_FORMS, check_limits, launch_fwd_bf16_qk192},
     {"gfx950_fwd_fp8_hd128", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 128, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
-     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32, V_LAYOUT_DEFAULT, DENSE_ONLY, check_limits,
+     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32, V_LAYOUT_DEFAULT, ALL_FORMS, check_limits,
      launch_fwd_fp8_hd128},
     {"gfx950_fwd_fp8_qk192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
-     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32, V_LAYOUT_DEFAULT, DENSE_ONLY, check_limits,
+     KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32, V_LAYOUT_DEFAULT, ALL_FORMS, check_limits,
      launch_fwd_fp8_qk192},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];
@@ -217,5 +217,7 @@ flashprefill_status fp_backend_read_workspace_header(const void *workspace, int3
 {
     (void)workspace;
     (void)header;
-    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 library takes no varlen calls: no workspace to read");
+    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                   "the gfx950 library runs no check kernel: its varlen calls trust the device arrays and write no "
+                   "workspace");
 }

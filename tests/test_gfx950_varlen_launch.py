@@ -80,10 +80,10 @@ def test_paged_block_descales_one_per_page(probe):
     assert (a.k_exponents, a.v_exponents, a.k_block_tokens, a.v_block_tokens) == (_address(10),) * 2 + (64, 64)
     assert (a.k_blocks_per_head, a.v_blocks_per_head, a.q_blocks_per_head) == (1, 1, -(-MAX_Q // 64))
     status, error, _, _ = probe("paged", "64", "128")
-    assert status == 2 and "one per page" in error, error
+    assert status == 1 and "one exponent per page and kv head" in error, error  # INVALID_ARGUMENT: the header's rule
 
 
-def test_pages_of_other_sizes_are_not_supported(probe):
+def test_pages_of_other_sizes_are_refused(probe):
     status, error, _, _ = probe("paged", "48")
-    assert status == 2, error  # FLASHPREFILL_ERROR_NOT_SUPPORTED
+    assert status == 1, error  # FLASHPREFILL_ERROR_INVALID_ARGUMENT: the header asks for a power of two
     assert "power of two" in error
