@@ -41,7 +41,7 @@ AMD_SRC := $(C_SRC) $(wildcard hip/*.c) hip/code_objects.S
 # need the other 240; at 232 they ran 20% slower) keeps a few words of its ring positions in local memory, read from
 # L1 once a tile.
 PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
-PTXAS_SPILLS_KEPT := 'FwdConfigIL18flashprefill_dtype1ELi(128|192)ELi128EL26flashprefill_probabilities0ELi128EL19flashprefill_scores2ELb0ELb1EE'
+PTXAS_SPILLS_KEPT := 'FwdConfigIL18flashprefill_dtype1ELi(128|192)ELi128EL26flashprefill_probabilities0ELi128EL19flashprefill_scores2ELb0ELb1ELb0EE'
 # Each function's report lines prefixed with its name, so that a kept kernel's lines can be told apart.
 PTXAS_BY_FUNCTION := awk '/Function properties for/ {f = $$NF} {print f " " $$0}'
 

@@ -82,9 +82,13 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
     FwdArgs args{};
     flashprefill_status s;
     const RowsView view = rows_view(p);
-    if ((s = encode_tensor_map(&args.tm_q, "q", p->q, type, kBytes, {p->dim_qk, view.q_rows, p->heads_q, view.q_batches},
-                               {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, Config::kAtomColsQk,
-                               Config::kBlockM, Config::kSwizzleQk)) ||
+    // bf16 q (Config::kQBf16): loaded as bf16 in chunks of 64 columns, rounded to codes by the consumers
+    const CUtensorMapDataType q_type = Config::kQBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : type;
+    constexpr int kQBytes = Config::kQBf16 ? 2 : kBytes, kQBoxCols = Config::kQBf16 ? 64 : Config::kAtomColsQk;
+    if ((s = encode_tensor_map(&args.tm_q, "q", p->q, q_type, kQBytes,
+                               {p->dim_qk, view.q_rows, p->heads_q, view.q_batches},
+                               {1, p->q_stride_seq, p->q_stride_head, p->q_stride_batch}, kQBoxCols, Config::kBlockM,
+                               Config::kQBf16 ? 128 : Config::kSwizzleQk)) ||
         (s = encode_tensor_map(&args.tm_k, "k", p->k, type, kBytes,
                                {p->dim_qk, view.kv_rows, p->heads_kv, view.kv_batches},
                                {1, p->k_stride_seq, p->k_stride_head, p->k_stride_batch}, Config::kAtomColsQk,
@@ -122,6 +126,7 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
         args.block_table_stride = p->block_table_stride;
         args.page_shift = view.kv_box_rows ? log2_of(p->page_size) : 0;
         args.box_shift = view.kv_box_rows ? log2_of(view.kv_box_rows) : 0;
+        args.q_rotation_signs = p->q_rotation_signs;
     }
 
     args.causal = p->causal;
@@ -169,12 +174,16 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
 
 // A kernel, its varlen twin for varlen and paged calls, and an e4m3-code one again for v in
 // FLASHPREFILL_V_LAYOUT_PREPARED (VOperand::kPrepared).
-template <class Config>
+template <class Config, bool kQBf16 = false>
 using VarlenOf = FwdConfig<Config::kDtype, Config::kHeadDimQk, Config::kHeadDimV, Config::kProbabilities,
-                           Config::kBlockN, Config::kScoresOption, false, true>;
-template <class Config, bool kWithVarlen>
+                           Config::kBlockN, Config::kScoresOption, false, true, kQBf16>;
+template <class Config, bool kWithVarlen, bool kWithBf16Q>
 flashprefill_status launch_fwd(const flashprefill_params *p, void *stream)
 {
+    if constexpr (kWithBf16Q) {
+        if (p->q_dtype == FLASHPREFILL_DTYPE_BF16 && p->in_dtype != FLASHPREFILL_DTYPE_BF16)
+            return launch_config<VarlenOf<Config, true>>(p, stream);
+    }
     if constexpr (kWithVarlen) {
         if (fp_is_varlen(p))
             return launch_config<VarlenOf<Config>>(p, stream);
@@ -232,8 +241,9 @@ constexpr uint32_t kVAny = kVDefault | 1u << FLASHPREFILL_V_LAYOUT_PREPARED;
 constexpr uint32_t kDense = FP_FORM_BIT(FP_FORM_DENSE);
 constexpr uint32_t kAllForms = kDense | FP_FORM_BIT(FP_FORM_VARLEN) | FP_FORM_BIT(FP_FORM_PAGED);
 
-// A kernel's table entry: every field but its name from its configuration; kWithVarlen: a varlen twin is built.
-template <class Config, bool kWithVarlen = true>
+// A kernel's table entry: every field but its name from its configuration; kWithVarlen: a varlen twin is built;
+// kWithBf16Q: one more for bf16 q against fp8 k and v (varlen forms only).
+template <class Config, bool kWithVarlen = true, bool kWithBf16Q = false>
 constexpr fp_kernel_entry kernel_entry(const char *name)
 {
     return {name,
@@ -247,8 +257,9 @@ constexpr fp_kernel_entry kernel_entry(const char *name)
             Config::kScoresOption,
             Config::kPCodes ? kVAny : kVDefault,
             kWithVarlen ? kAllForms : kDense,
+            (1u << Config::kDtype) | (kWithBf16Q ? 1u << FLASHPREFILL_DTYPE_BF16 : 0u),
             check_items,
-            launch_fwd<Config, kWithVarlen>};
+            launch_fwd<Config, kWithVarlen, kWithBf16Q>};
 }
 static_assert(lcm(128, 128) == 128 && lcm(128, 192) == 384, "PER_BLOCK blocks of 128 and 384 tokens");
 
@@ -268,10 +279,10 @@ constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 // before their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT takes where both fit.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     fp::kernel_entry<fp::FwdConfig<fp::kBf16, 128, 128>>("hopper_fwd_bf16_hd128"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192, fp::kF16S>>(
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192, fp::kF16S>, true, true>(
         "hopper_fwd_fp8_hd128_kv192_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_hd128_kv192"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128>>("hopper_fwd_fp8_hd128"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128>, true, true>("hopper_fwd_fp8_hd128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kFp16P>, false>("hopper_fwd_fp8_hd128_fp16p"),
     fp::kernel_entry<fp::FwdConfig<fp::kBf16, 192, 128>>("hopper_fwd_bf16_qk192_v128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192, fp::kF16S>>(

@@ -69,7 +69,9 @@ static fp_form form_of(const flashprefill_params *p)
 
 static int accepts(const fp_kernel_entry *e, const flashprefill_params *p)
 {
-    return (e->forms & FP_FORM_BIT(form_of(p))) && e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
+    const flashprefill_dtype q_dtype = p->q_dtype ? p->q_dtype : p->in_dtype;
+    return (e->forms & FP_FORM_BIT(form_of(p))) && (e->q_dtypes & (1u << (unsigned)q_dtype)) &&
+           e->in_dtype == p->in_dtype && e->out_dtype == p->out_dtype && e->dim_qk == p->dim_qk &&
            e->dim_v == p->dim_v && e->probabilities == p->probabilities &&
            (p->scores == FLASHPREFILL_SCORES_DEFAULT || e->scores == p->scores) &&
            (e->v_layouts & (1u << (unsigned)p->v_layout)) && accepts_descale(e, &p->q_descale) &&
@@ -114,7 +116,7 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
     if (!refused_by_check)
         fp_fail(*status,
                 "no kernel of this build handles in_dtype %s, dim_qk %d, dim_v %d, descales q %s, k %s, v %s, "
-                "probabilities %s, scores %s, v_layout %s%s (%d kernels built)",
+                "probabilities %s, scores %s, v_layout %s%s%s (%d kernels built)",
                 dtype_name(p->in_dtype), (int)p->dim_qk, (int)p->dim_v,
                 descale_name(&p->q_descale, q_block, sizeof q_block),
                 descale_name(&p->k_descale, k_block, sizeof k_block),
@@ -125,6 +127,7 @@ static const fp_kernel_entry *select_kernel(const flashprefill_params *p, flashp
                                                         : "DEFAULT",
                 p->v_layout == FLASHPREFILL_V_LAYOUT_PREPARED ? "PREPARED" : "DEFAULT",
                 form_of(p) == FP_FORM_PAGED ? ", paged KV" : form_of(p) == FP_FORM_VARLEN ? ", varlen" : "",
+                p->q_dtype == FLASHPREFILL_DTYPE_BF16 && p->in_dtype != FLASHPREFILL_DTYPE_BF16 ? ", bf16 q" : "",
                 fp_backend_kernel_count);
     return NULL;
 }

@@ -41,6 +41,8 @@ typedef struct fp_kernel_entry {
                                       a table lists an FP16 kernel before the FP32 one it speeds up */
     uint32_t v_layouts;            /* bit (1u << layout) of each flashprefill_v_layout it reads */
     uint32_t forms;                /* FP_FORM_BIT() of each fp_form it takes */
+    uint32_t q_dtypes;             /* bit (1u << dtype) of each q dtype it takes: in_dtype, and BF16 where an fp8
+                                      kernel rounds bf16 q itself (varlen forms only) */
     fp_check_fn check;             /* NULL: no limits beyond the fields above */
     fp_launch_fn launch;
 } fp_kernel_entry;

@@ -23,7 +23,7 @@ flashprefill_status fp_check_forward_device(const flashprefill_params *p)
         {"q_descale", descale_data(&p->q_descale)}, {"k_descale", descale_data(&p->k_descale)},
         {"v_descale", descale_data(&p->v_descale)},
         {"cu_seqlens_q", p->cu_seqlens_q}, {"cu_seqlens_k", p->cu_seqlens_k}, {"seqused_k", p->seqused_k},
-        {"block_table", p->block_table}, {"workspace", p->workspace},
+        {"block_table", p->block_table}, {"workspace", p->workspace}, {"q_rotation_signs", p->q_rotation_signs},
     };
     return fp_backend_check_device(pointers, FP_COUNT(pointers));
 }

@@ -253,6 +253,34 @@ static flashprefill_status check_varlen(const flashprefill_params *p)
     return FLASHPREFILL_SUCCESS;
 }
 
+/* q_dtype: 0 (in_dtype), in_dtype itself, or BF16 against fp8 k and v in a varlen call; its rotation's signs. */
+static flashprefill_status check_q_dtype(const flashprefill_params *p)
+{
+    const int bf16_q = p->q_dtype == FLASHPREFILL_DTYPE_BF16 && p->in_dtype == FLASHPREFILL_DTYPE_FP8_E4M3;
+    if (p->q_dtype != 0 && p->q_dtype != p->in_dtype && !bf16_q)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "q_dtype = %d: q takes in_dtype (0 or the same value), or BF16 against fp8 k and v",
+                       (int)p->q_dtype);
+    if (!bf16_q) {
+        if (p->q_rotation_signs != NULL)
+            return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                           "q_rotation_signs is for a bf16 q against fp8 k and v (q_dtype BF16): the kernel rotates "
+                           "it while rounding it; rotate an fp8 q before rounding it (flashprefill_quantize)");
+        return FLASHPREFILL_SUCCESS;
+    }
+    if (!fp_is_varlen(p))
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
+                       "a bf16 q against fp8 k and v is a varlen form: set cu_seqlens_q (one sequence of seqlen_q rows "
+                       "is cu_seqlens_q = {0, seqlen_q})");
+    if (p->q_descale.kind != FLASHPREFILL_DESCALE_NONE)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT,
+                       "q_descale must be NONE with a bf16 q: the kernel rounds q and picks its scale");
+    if (p->q_rotation_signs != NULL && (uintptr_t)p->q_rotation_signs % sizeof(float) != 0)
+        return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "q_rotation_signs = %p is not 4-byte aligned",
+                       (const void *)p->q_rotation_signs);
+    return FLASHPREFILL_SUCCESS;
+}
+
 flashprefill_status fp_validate(const flashprefill_params *p)
 {
     flashprefill_status s;
@@ -283,6 +311,9 @@ flashprefill_status fp_validate(const flashprefill_params *p)
                        (double)p->softmax_scale);
 
     const int in_bytes = attention_dtype_bytes(p->in_dtype);
+    if ((s = check_q_dtype(p)))
+        return s;
+    const int q_bytes = p->q_dtype == FLASHPREFILL_DTYPE_BF16 ? 2 : in_bytes;
     if (in_bytes == 0)
         return fp_fail(FLASHPREFILL_ERROR_INVALID_ARGUMENT, "in_dtype = %d is not an attention dtype (bf16, fp8_e4m3)",
                        (int)p->in_dtype);
@@ -310,7 +341,7 @@ flashprefill_status fp_validate(const flashprefill_params *p)
     const int64_t kv_rows = paged ? p->page_size : varlen ? p->total_k : p->seqlen_k;
     const tensor_view tensors[4] = {
         {"q", p->q, {q_batches, q_rows, p->heads_q, p->dim_qk},
-         {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, in_bytes, 0, 3},
+         {p->q_stride_batch, p->q_stride_seq, p->q_stride_head, p->q_stride_dim}, q_bytes, 0, 3},
         {"k", p->k, {kv_batches, kv_rows, p->heads_kv, p->dim_qk},
          {p->k_stride_batch, p->k_stride_seq, p->k_stride_head, p->k_stride_dim}, in_bytes, 0, 3},
         {"v", p->v, {kv_batches, varlen ? kv_rows : v_positions, p->heads_kv, p->dim_v},

@@ -122,7 +122,8 @@ def test_struct_bytes_defaults_to_the_c_size(c_layout, struct):
 # flashprefill_params as 0.9.0 left it: 0.10.0's fields (varlen batches, paged KV) come after all of these.
 PARAMS_0_9_LAST_FIELD = "v_layout"
 PARAMS_0_10_FIELDS = ["cu_seqlens_q", "cu_seqlens_k", "seqused_k", "total_q", "total_k", "block_table",
-                      "block_table_stride", "page_size", "num_pages", "workspace", "workspace_bytes"]
+                      "block_table_stride", "page_size", "num_pages", "workspace", "workspace_bytes", "q_dtype",
+                      "q_rotation_signs"]
 
 
 def test_params_fields_of_0_10_are_appended(c_layout):

@@ -22,7 +22,7 @@ PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
 # again, for v in FLASHPREFILL_V_LAYOUT_PREPARED.
 KERNELS = {f"{kind} {shape}{' prepared-v' if prepared else ''}":
            f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
-           f"L19flashprefill_scores{scores}ELb{prepared}ELb0E"
+           f"L19flashprefill_scores{scores}ELb{prepared}ELb0ELb0E"
            for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 2), ("fp8", 2, 0, 128, 2),
                                                 ("fp8-p16", 2, 1, 128, 2), ("fp8-kv192", 2, 0, 192, 2),
                                                 ("fp8-f16s", 2, 0, 192, 1))

@@ -46,6 +46,7 @@ struct FwdArgs {
     int32_t total_q;
     const int32_t *block_table;
     int32_t block_table_stride, page_shift, box_shift;
+    const float *q_rotation_signs;  // bf16 q (FwdConfig::kQBf16): NULL, or dim_qk signs of the rotation
 };
 
 __device__ __forceinline__ float descale_factor(const DescaleArg &d, int batch, int head_kv)

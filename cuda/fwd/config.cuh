@@ -91,7 +91,7 @@ enum class ConverterPlace {
 template <flashprefill_dtype kDtypeArg, int kDimQk, int kDimV,
           flashprefill_probabilities kProbabilitiesArg = FLASHPREFILL_PROBABILITIES_DEFAULT, int kKvTileKeys = 128,
           flashprefill_scores kScoresArg = FLASHPREFILL_SCORES_FP32, bool kVPreparedLayout = false,
-          bool kVarlenArg = false>
+          bool kVarlenArg = false, bool kQBf16Arg = false>
 struct FwdConfig {
     // The call's options this kernel serves (its entry in the kernel table: fwd_launch.cu).
     static constexpr flashprefill_dtype kDtype = kDtypeArg;
@@ -115,6 +115,10 @@ struct FwdConfig {
     // Varlen and paged calls: items from the plan kernel's list, q, k, v and out as packed rows (varlen.cuh).
     static constexpr bool kVarlen = kVarlenArg;
     static_assert(!kVarlen || !kVPreparedLayout, "a prepared v is laid out per batch, not as packed rows");
+    // q in bf16 against fp8 k and v: the consumers round q to e4m3 codes themselves (q_from_bf16.cuh); varlen
+    // kernels with e4m3 P at dim_qk 128.
+    static constexpr bool kQBf16 = kQBf16Arg;
+    static_assert(!kQBf16 || (kVarlen && kIsFp8 && kDimQk == 128), "bf16 q: varlen fp8 kernels at dim_qk 128");
     // The lazy max takes the row max's reduction off the path from S to P: faster at bf16 dim_qk 128, slower at 192.
     static constexpr SoftmaxKind kSoftmax = kScores == ScoreKind::kF16     ? SoftmaxKind::kF16Codes
                                             : kP == PKind::kE4m3Codes      ? SoftmaxKind::kCodes
@@ -142,6 +146,9 @@ struct FwdConfig {
     static_assert(kScores == ScoreKind::kF32 || (kPCodes && kBlockN == 192),
                   "float16 scores exist in the e4m3-code kernels with 192-key tiles");
     static constexpr uint32_t kF16ScoresQCodeMax = f16_scores_q_code_max(kDimQk);
+    // The largest magnitude of the codes bf16 q is rounded to: its float16 scores' bound, else e4m3's largest.
+    static constexpr float kQCodeMax =
+        kScores == ScoreKind::kF16 ? static_cast<float>(e4m3_magnitude(kF16ScoresQCodeMax)) : 448.0f;
 
     // fp8 V is converted for P.V as it lands, so that it keeps pace with P.V.
     static constexpr ConverterPlace kConverter = kV == VOperand::kAsLoaded || kV == VOperand::kPrepared
@@ -179,7 +186,9 @@ struct FwdConfig {
     // (bf16 and float16 P at dim_qk 192, as FlashAttention-3 for that shape). Beyond the tiles: the barriers and
     // descale slots (under 1 KiB, the storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
     static constexpr int kTileVSlotBytes = kVPrepared ? 0 : kTileVBytes;  // V's own slots (none where prepared)
-    static constexpr int kStages = kTileQBytes + 3 * (kTileKBytes + kTileVSlotBytes + (kIsFp8 ? kTileVtBytes : 0)) +
+    static constexpr int kTileQBf16Bytes = kQBf16 ? kBlockM * kDimQk * 2 : 0;  // bf16 q as loaded
+    static constexpr int kStages = kTileQBytes + kTileQBf16Bytes +
+                                               3 * (kTileKBytes + kTileVSlotBytes + (kIsFp8 ? kTileVtBytes : 0)) +
                                                2048 <=
                                            kMaxSharedBytes
                                        ? 3

@@ -25,6 +25,7 @@
 #include "fwd/o_store.cuh"
 #include "fwd/pipeline.cuh"
 #include "fwd/policies.cuh"
+#include "fwd/q_from_bf16.cuh"
 #include "fwd/roles.cuh"
 #include "fwd/scheduler.cuh"
 #include "fwd/smem.cuh"
@@ -112,6 +113,17 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (consumer_index == 1)
         turns.pass();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
+    // bf16 q: rounded to codes here, the scores' scale times 2^q_exponent
+    int q_exponent = 0;
+    if constexpr (Config::kQBf16)
+        q_exponent = q_codes_from_bf16<Config>(args, ss, consumer_index, thread, vote);
+    const float q_scale = ldexpf(1.0f, q_exponent);
+    auto with_q_scale = [&](float scale_log2) {
+        if constexpr (Config::kQBf16)
+            return scale_log2 * q_scale;
+        else
+            return scale_log2;
+    };
     // float16 scores: q's codes times 2^-q_shift (scores_f16.cuh), the score scale times q_unshift = 2^q_shift
     const int q_shift = Scores::q_code_shift(ss, consumer_index, thread, vote);
     auto load_q_fragments = [&]() { Scores::load_q_fragments(q_frag, ss, consumer_index, lane, warp); };
@@ -140,7 +152,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         {  // tile 0: no P.V yet
             const auto [stage, phase, vt, vt_phase] = rings.take();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_unshift);
+            const float scale_log2 = with_q_scale(Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_unshift));
             turns.take();
             ptx::wgmma_fence();
             Scores::issue(s, q_frag, q_desc0, k_desc0, stage);
@@ -165,7 +177,7 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
         for (int it = 1; it < range.end; ++it) {
             const auto [stage, phase, vt, vt_phase] = rings.take();
             ptx::mbarrier_wait_parity(&ss.k_full[stage], phase);
-            const float scale_log2 = Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_unshift);
+            const float scale_log2 = with_q_scale(Scores::scale_log2(k_tile_scale_log2(args, ss, stage), q_unshift));
             turns.take();
             ptx::wgmma_fence();
             Scores::issue(s, q_frag, q_desc0, k_desc0, stage);

@@ -130,11 +130,18 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     if (thread == 0) {
         // Q's buffer is free once every consumer warp has read the previous item's Q.
         ptx::mbarrier_wait_parity(&ss.q_empty, (round & 1) ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
-        for (int c = 0; c < Config::kQkChunks; ++c)
-            ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
-                             c * Config::kAtomColsQk, item.span.q_start + m_block * Config::kBlockM, head,
-                             Config::kVarlen ? 0 : batch);
+        if constexpr (Config::kQBf16) {  // two chunks of 64 bf16 columns, rounded by the consumers
+            ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBf16Bytes);
+            for (int c = 0; c < 2; ++c)
+                ptx::tma_load_4d(ss.q_bf16 + c * Config::kBlockM * 128, &args.tm_q, &ss.q_full, c * 64,
+                                 item.span.q_start + m_block * Config::kBlockM, head, 0);
+        } else {
+            ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
+            for (int c = 0; c < Config::kQkChunks; ++c)
+                ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
+                                 c * Config::kAtomColsQk, item.span.q_start + m_block * Config::kBlockM, head,
+                                 Config::kVarlen ? 0 : batch);
+        }
         const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
         const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes, [&](int stage, int key0) {
             if constexpr (Config::kIsFp8)

@@ -116,6 +116,8 @@ class Params(SizedStruct):
         ("num_pages", ctypes.c_int32),
         ("workspace", ctypes.c_void_p),  # the check kernel's work list, flashprefill_workspace_bytes() of it
         ("workspace_bytes", ctypes.c_int64),
+        ("q_dtype", ctypes.c_int),  # flashprefill_dtype; 0: in_dtype
+        ("q_rotation_signs", ctypes.c_void_p),  # const float *
     ]
 
 

@@ -174,7 +174,7 @@ def _params(q, k, v, out, lse_ptr, problem, causal, softmax_scale, descales, pro
         raise ValueError(f"scores must be one of {sorted(_SCORES)}, got {scores!r}")
     p = Params(q=q.ptr, k=k.ptr, v=v.ptr, out=out[0], lse=lse_ptr, batch=batch, seqlen_q=seqlen_q,
                seqlen_k=seqlen_k, heads_q=heads_q, heads_kv=heads_kv, dim_qk=dim_qk, dim_v=dim_v,
-               in_dtype=_IN_DTYPES[q.dtype], out_dtype=DType.BF16, causal=_flag(causal, "causal"),
+               in_dtype=_IN_DTYPES[k.dtype], out_dtype=DType.BF16, causal=_flag(causal, "causal"),
                # A dim_qk <= 0 is the C side's to report; the default scale must not fail before it does.
                softmax_scale=1 / math.sqrt(max(dim_qk, 1)) if softmax_scale is None else softmax_scale,
                q_descale=descales[0], k_descale=descales[1], v_descale=descales[2],

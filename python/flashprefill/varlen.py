@@ -143,17 +143,36 @@ def _batch_view(t):
     return dataclasses.replace(t, shape=(1, *t.shape), strides=(0, *t.strides))
 
 
+def _q_against_fp8(qt, kt, vt, q_rotation_signs, stream, keep):
+    """The 0.10.0 fields of q's dtype: a bf16 q against fp8 k and v (the kernel rounds it, rotated by
+    q_rotation_signs where given), else q, k, v of one dtype."""
+    if qt.dtype == "bfloat16" and kt.dtype == vt.dtype == "float8_e4m3fn":
+        fields = {"q_dtype": DType.BF16}
+        if q_rotation_signs is not None:
+            st = _adapt(q_rotation_signs, "q_rotation_signs", stream, keep)
+            if st.dtype != "float32" or st.shape != (qt.shape[-1],) or not st.is_contiguous():
+                raise ValueError(f"q_rotation_signs must be a contiguous float32 device array of dim_qk = "
+                                 f"{qt.shape[-1]} signs, got {st.dtype} {st.shape}")
+            fields["q_rotation_signs"] = st.ptr
+        return fields
+    _check_input_dtypes(qt, kt, vt)
+    if q_rotation_signs is not None:
+        raise ValueError("q_rotation_signs is for a bfloat16 q against float8_e4m3fn k and v")
+    return {}
+
+
 def _adapt_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, stream,
-                 keep):
+                 keep, q_rotation_signs=None):
     """The _Batch of a call's arrays, after every check Python can make (the values are the check kernel's)."""
     if isinstance(v, PreparedV):
         raise TypeError("attention_varlen takes v as an array: a PreparedV's rows belong to an equal-length batch")
     qt, kt, vt = (_adapt(x, name, stream, keep) for x, name in ((q, "q"), (k, "k"), (v, "v")))
     if len(qt.shape) != 3:
         raise ValueError(f"q must be 3-d (total_q, heads_q, dim_qk), got shape {qt.shape}")
-    _check_input_dtypes(qt, kt, vt)
+    q_fields = _q_against_fp8(qt, kt, vt, q_rotation_signs, stream, keep)
     k_view, v_view, pages, total_k = _kv_views(qt, kt, vt, block_table is not None)
     batch, fields = _seqlen_arrays(cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, stream, keep)
+    fields.update(q_fields)
     total_q, heads_q, dim_qk = qt.shape
     heads_kv, dim_v = vt.shape[-2:]
     problem = (batch, _max_seqlen(max_seqlen_q, "max_seqlen_q"), _max_seqlen(max_seqlen_k, "max_seqlen_k"), heads_q,
@@ -212,12 +231,15 @@ def _raise_flagged(library, workspace_ptr):
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                      block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
                      probabilities="default", scores="default", out=None, return_lse=False, workspace=None,
-                     check=False, stream=None):
+                     check=False, q_rotation_signs=None, stream=None):
     """Attention over a batch of sequences of different lengths (FlashAttention's flash_attn_varlen_func), k and v
     contiguous or in a paged cache.
 
     q: (total_q, heads_q, dim_qk); k: (total_k, heads_kv, dim_qk); v: (total_k, heads_kv, dim_v); all bfloat16 or all
-    float8_e4m3fn device arrays, the last dim contiguous. With block_table, k and v are caches (num_pages, page_size,
+    float8_e4m3fn device arrays, the last dim contiguous; or q bfloat16 against float8_e4m3fn k and v (Hopper,
+    dim_qk 128): the kernel rounds q to e4m3 itself, one power of two per 64 query rows, after rotating it by
+    q_rotation_signs (float32 (dim_qk,) of +1 / -1, the signs k was rotated with: fp.quantize_fp8(k, signs=...))
+    where given; q_descale must then be None. With block_table, k and v are caches (num_pages, page_size,
     heads_kv, dim_qk / dim_v), page_size a power of two, at least 16.
     cu_seqlens_q: int32 device array (batch + 1,) of offsets into q's rows; cu_seqlens_k likewise into k's (None with
     block_table). max_seqlen_q, max_seqlen_k: ints > 0, at least every sequence's length.
@@ -244,7 +266,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     check = _flag(check, "check")
     with _library_call(q, "q", stream) as (library, device, handle, keep):
         batch = _adapt_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table,
-                             handle, keep)
+                             handle, keep, q_rotation_signs)
         if out is None:
             out = _arrays.empty(batch.out_shape, "bfloat16", q, handle)
         ot = _adapt_out(out, batch.out_shape, _OUT_AXES, handle, keep)
