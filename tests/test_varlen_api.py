@@ -229,3 +229,23 @@ def test_workspace_error_reaches_the_library():
     with pytest.raises(fp.Error, match="workspace is NULL") as info:
         varlen._raise_flagged(_lib.lib(), None)
     assert info.value.status == fp.Status.ERROR_INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["varlen", "paged"])
+def test_bf16_q_against_fp8_k_v(paged):
+    """A bfloat16 q with float8 k and v: q_dtype BF16, the rotation's signs passed on; the library takes it at dim_qk
+    128 (Hopper), not at 192/128, and not with a q_descale."""
+    args = call("float8_e4m3fn", paged, q=fake((TOTAL_Q, HEADS_Q, 128), "bfloat16", 0))
+    keep = []
+    names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")
+    signs = fake((128,), "float32", 7)
+    batch = varlen._adapt_batch(*(args[n] for n in names), args.get("seqused_k"), args.get("block_table"), None,
+                                keep, signs)
+    assert batch.fields["q_dtype"] == fp.DType.BF16 and batch.fields["q_rotation_signs"] == signs.ptr
+    assert fp.supports_varlen(**args, q_rotation_signs=signs)
+    args192 = call("float8_e4m3fn", paged, dim_qk=192, q=fake((TOTAL_Q, HEADS_Q, 192), "bfloat16", 0))
+    assert not fp.supports_varlen(**args192)
+    with pytest.raises(fp.Error, match="q_descale must be NONE with a bf16 q"):
+        fp.supports_varlen(**args, q_descale=fake((1,), "float32", 8))
+    with pytest.raises(ValueError, match="q_rotation_signs is for a bfloat16 q"):
+        fp.supports_varlen(**call("float8_e4m3fn", paged), q_rotation_signs=signs)

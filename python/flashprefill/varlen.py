@@ -19,7 +19,7 @@ import numpy
 
 from . import _arrays
 from ._errors import Error
-from ._params import Status
+from ._params import DType, Status
 from .api import (_INT32_MAX, _adapt, _adapt_out, _check, _check_input_dtypes, _check_int32, _check_same_device,
                   _flag, _host_call, _library_call, _out_view, _params, _supported)
 from .prepared_v import PreparedV
@@ -289,7 +289,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
 def supports_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                     block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-                    probabilities="default", scores="default", out=None, workspace=None):
+                    probabilities="default", scores="default", out=None, workspace=None, q_rotation_signs=None):
     """Whether this build has a kernel for attention_varlen(...) with these arguments, without touching the GPU or
     the data (the values of cu_seqlens, seqused_k and block_table are the check kernel's). Arguments as
     attention_varlen. True / False (Status.ERROR_NOT_SUPPORTED); raises Error with Status.ERROR_INVALID_ARGUMENT
@@ -297,7 +297,7 @@ def supports_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
     options = _Options(causal, softmax_scale, q_descale, k_descale, v_descale, probabilities, scores)
     with _host_call(q, "q") as (library, keep):
         batch = _adapt_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table,
-                             None, keep)
+                             None, keep, q_rotation_signs)
         params = _params_of(batch, _out_view(out, batch.out_shape, _OUT_AXES, keep), None, options, None, keep)
         if not hasattr(library, "flashprefill_workspace_bytes"):
             return False  # a library from before the varlen support: no kernel of it takes the call
@@ -314,14 +314,14 @@ def supports_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
 
 def varlen_workspace_bytes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                            block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None,
-                           v_descale=None, probabilities="default", scores="default"):
+                           v_descale=None, probabilities="default", scores="default", q_rotation_signs=None):
     """The bytes of the workspace attention_varlen(...) needs with these arguments (its own from the shapes alone:
     batch, total_q, max_seqlen_q, max_seqlen_k), without touching the GPU or the data. Raises as supports_varlen,
     and Error (Status.ERROR_NOT_SUPPORTED) where no kernel takes the call."""
     options = _Options(causal, softmax_scale, q_descale, k_descale, v_descale, probabilities, scores)
     with _host_call(q, "q") as (library, keep):
         batch = _adapt_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table,
-                             None, keep)
+                             None, keep, q_rotation_signs)
         params = _params_of(batch, _out_view(None, batch.out_shape, _OUT_AXES, keep), None, options, None, keep)
         status, needed = _workspace_bytes(library, params)
         _check(status, library)
