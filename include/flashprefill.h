@@ -15,8 +15,9 @@
  * ABI: every params struct starts with `uint32_t struct_bytes`, its sizeof as the caller's header saw it; make
  * one with flashprefill_params_init() (and the _quantize_ / _prepare_v_ / _merge_state_ / _query_ ones), which zero
  * every other field. The library reads struct_bytes before anything else and refuses a size it does not know
- * (INVALID_ARGUMENT) without reading further (this version knows only its own sizes). From 0.8.0 on, a new field is appended (the minor
- * version), so that a later library can take an earlier struct as it stands; a change to existing fields bumps
+ * (INVALID_ARGUMENT) without reading further. From 0.8.0 on, a new field is appended (the minor version), so that a
+ * later library can take an earlier struct as it stands (this version takes flashprefill_params of 0.9.0's size
+ * too, its 0.10.0 fields then zero; every other struct at its own size only); a change to existing fields bumps
  * FLASHPREFILL_VERSION_MAJOR, the shared libraries' SONAME (libflashprefill.so.<major>). The version below is
  * written nowhere else: the libraries and the Makefile read it from here, Python from the library.
  */
@@ -357,7 +358,7 @@ static inline flashprefill_query_result flashprefill_query_result_init(void)
 flashprefill_status flashprefill_query(const flashprefill_query_params *p, flashprefill_query_result *result);
 
 /* The workspace a varlen or paged call needs (flashprefill_params.workspace), in bytes, from p's shapes alone
-   (batch, total_q, seqlen_q, seqlen_k): 0 where p is not varlen. Validates p as flashprefill_supports does. */
+   (batch, total_q, seqlen_q, heads_kv): 0 where p is not varlen. Validates p as flashprefill_supports does. */
 flashprefill_status flashprefill_workspace_bytes(const flashprefill_params *p, int64_t *bytes);
 
 /* After a varlen or paged call has run (synchronize its stream first): 0 where the check kernel found the device

@@ -316,7 +316,7 @@ def varlen_workspace_bytes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None,
                            v_descale=None, probabilities="default", scores="default", q_rotation_signs=None):
     """The bytes of the workspace attention_varlen(...) needs with these arguments (its own from the shapes alone:
-    batch, total_q, max_seqlen_q, max_seqlen_k), without touching the GPU or the data. Raises as supports_varlen,
+    batch, total_q, max_seqlen_q, heads_kv), without touching the GPU or the data. Raises as supports_varlen,
     and Error (Status.ERROR_NOT_SUPPORTED) where no kernel takes the call."""
     options = _Options(causal, softmax_scale, q_descale, k_descale, v_descale, probabilities, scores)
     with _host_call(q, "q") as (library, keep):
