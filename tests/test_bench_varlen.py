@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import bench_varlen  # noqa: E402
 import records  # noqa: E402
 import timing  # noqa: E402
-import varlen_cases as vc  # noqa: E402
+import bench_varlen_cases as vc  # noqa: E402
 from flashprefill.reference import attention_reference, relative_l2  # noqa: E402
 from varlen_arrays import NumpyOps  # noqa: E402
 from varlen_standins import attention_varlen  # noqa: E402

@@ -1,7 +1,7 @@
 """Side-by-side speed of variable-length batches and paged KV caches on one GPU: flashprefill's attention_varlen
 (contiguous and paged) and its equal-length path, FlashAttention-3's varlen and paged forms, same inputs, one process.
 
-Groups (tools/varlen_cases.py), each timed in the same interleaved rounds (tools/timing.py, as tools/bench.py):
+Groups (tools/bench_varlen_cases.py), each timed in the same interleaved rounds (tools/timing.py, as tools/bench.py):
   equal lengths 16 x 4k through attention_varlen and our equal-length path on the same inputs;
   mixed batch   64k tokens, lengths from a seeded lognormal of median 1k clipped to [16, 16k]; contiguous, paged
                 at 64- and 256-token pages (pages in a random order; ours fp8 also in the cache's own form, codes
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_report  # noqa: E402
 import records  # noqa: E402
 import timing  # noqa: E402
-import varlen_cases  # noqa: E402
+import bench_varlen_cases as varlen_cases  # noqa: E402
 import varlen_peers  # noqa: E402
 from varlen_arrays import E4M3_MAX  # noqa: E402
 

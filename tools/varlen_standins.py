@@ -4,7 +4,7 @@ from each form of the inputs, so that a dry run checks the benchmark's plumbing 
 and paged caches, per-sequence descales) by comparing the forms' outputs, as the GPU run does.
 
 Each stand-in reads its inputs as the ABI defines them (include/flashprefill.h, 0.10.0), independently of how
-tools/varlen_cases.py lays them out: sequence b's queries are rows cu_q[b] .. cu_q[b + 1] - 1; its keys the first
+tools/bench_varlen_cases.py lays them out: sequence b's queries are rows cu_q[b] .. cu_q[b + 1] - 1; its keys the first
 seqused_k[b] (else cu_k[b + 1] - cu_k[b]) rows from cu_k[b], or key j in page table[b, j // page_size], row
 j % page_size; descales (batch, heads_kv) per sequence and KV head, query head h reading KV head
 h // (heads_q // heads_kv), or BlockScales: (batch, heads, blocks) per block of a sequence's tokens, (num_pages,
