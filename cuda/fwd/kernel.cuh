@@ -92,9 +92,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        for_each_item([&](Item item, int round) {
-            consumer<Config>(args, ss, item, round, rings);
-        });
+        for_each_item([&](Item item, int round) { consumer<Config>(args, ss, item, round, rings); });
     }
 }
 

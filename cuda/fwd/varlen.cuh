@@ -1,9 +1,9 @@
 // Variable-length batches and paged KV caches: the work list the plan kernel (cuda/varlen_plan.cu) writes into the
-// caller's workspace, and how the forward kernel reads a work item from it.
+// caller's workspace, and the KV range of a query tile, which the plan and the equal-length kernels compute alike.
 //
-// The plan kernel lists every (sequence, query tile) with the KV tiles it visits and sorts the list by that count,
-// most first, so that the persistent grid's snaking rounds (work_order.cuh) meet the costliest items first whatever
-// the mix of lengths: one long prompt among many short ones is spread over every SM from the first round on.
+// The plan lists every (sequence, query tile, kv head) with the KV tiles it visits, in the equal-length kernels'
+// order (work_order.cuh) over L2 sections of (sequence, kv head) pairs: one long prompt among many short ones is
+// spread over every SM, and the K and V a section reads stay in L2.
 #pragma once
 
 #include <cstdint>
