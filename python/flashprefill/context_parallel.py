@@ -93,8 +93,9 @@ def causal_pairs(first_row, stop_row):
 
 
 def work_per_rank(seqlen, world):
-    """Causal pairs (i, j), j <= i, each rank computes: its query rows against every key before them. Any two
-    ranks' differ by at most seqlen (one query row of the prompt), what the rounding of the bounds moves."""
+    """Causal pairs (i, j), j <= i, each rank computes: its query rows against every key up to them. Equal where
+    2·world divides seqlen; else any two ranks' differ by at most seqlen (one query row of the prompt), what the
+    rounding of the bounds to whole tokens moves (tests/test_context_parallel.py checks it)."""
     bounds = chunk_bounds(seqlen, world)
     return [sum(causal_pairs(bounds[c], bounds[c + 1]) for c in rank_chunks(r, world)) for r in range(world)]
 
