@@ -5,7 +5,7 @@
 // in order, each section's K and V within 30% of L2 and its items at least three rounds of the grid; within a
 // section the items sorted by the KV tiles they visit, costliest first in the last section and every second one
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
-// from DRAM (the mixed 64k batch at dim_qk 192 ran at 0.69x the equal-length kernel).
+// from DRAM.
 //
 // Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
 // keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
