@@ -19,6 +19,8 @@ GROUPS = {
     "gpu": "needs an NVIDIA Hopper GPU through CuPy: skipped where none is visible, failed where one is visible but "
            "the test cannot run",
     "emulator": "runs gfx950 code objects in the functional emulator (tools/gfx950_emu); needs llvm-22",
+    "wheel": "builds a wheel with pip (make: a no-op after `make all amd`, minutes from a clean tree) and installs it "
+             "into a fresh venv; needs nvcc",
 }
 
 _PACKAGES = {"clang-22": "clang-22", "ld.lld-22": "lld-22", "llvm-objdump-22": "llvm-22", "llvm-readelf-22": "llvm-22",
