@@ -44,6 +44,8 @@ needs_make = needs_tools("make")
 NO_CC = "no C compiler (cc): the C probes and the HIP stub are built at test time (apt-get install gcc)"
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason=NO_CC)
 NO_CXX = "no C++ compiler (c++): the header is compiled as C++ too (apt-get install g++)"
+NO_NVCC = "no nvcc (PATH, or NVCC): pip builds the wheel's Hopper library with it"
+NO_GFX950_ASSEMBLER = "no gfx950 assembler (clang-22 and ld.lld-22, or ROCm's): the wheel holds no gfx950 library"
 
 
 def _aiter_gfx950():

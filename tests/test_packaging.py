@@ -24,7 +24,6 @@ from flashprefill import _lib  # noqa: E402
 
 HEADER_OF = "#define FLASHPREFILL_VERSION_MAJOR {}\n#define FLASHPREFILL_VERSION_MINOR {}\n" \
             "#define FLASHPREFILL_VERSION_PATCH {}\n"
-NO_NVCC = "no nvcc: the wheel holds the Hopper library, which nvcc builds"
 
 
 @pytest.mark.parametrize("parts", [(0, 10, 0), (3, 0, 17), (12, 345, 6)])
@@ -167,7 +166,7 @@ def _clean_env(**extra):
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory):
     if shutil.which(os.environ.get("NVCC", "nvcc")) is None:
-        pytest.skip(NO_NVCC)
+        pytest.skip(markers.NO_NVCC)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
                    check=True, env=_clean_env())
@@ -205,7 +204,7 @@ def test_wheel_holds_the_package_and_its_libraries_only(wheel):
 @pytest.mark.parametrize("backend_name", ["cuda", "hip"])
 def test_installed_wheel_imports_from_anywhere(venv, tmp_path, backend_name):
     if backend_name == "hip" and not backend.gfx950_toolchain(os.environ):
-        pytest.skip("no gfx950 assembler here: the wheel holds no gfx950 library")
+        pytest.skip(markers.NO_GFX950_ASSEMBLER)
     script = ("import flashprefill, flashprefill._lib as l; "
               f"print(flashprefill.version({backend_name!r})); print(flashprefill.__file__); "
               f"print(*l.candidates({backend_name!r}), sep='\\n')")

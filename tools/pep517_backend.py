@@ -84,10 +84,6 @@ def gfx950_toolchain(environ):
     return tuple(found) if all(found) else None
 
 
-def _abi_major():
-    return version(HEADER.read_text()).split(".")[0]
-
-
 def build_libraries():
     """Runs make for the Hopper library and, where its assembler is found, the gfx950 one; their SONAME files."""
     nvcc = os.environ.get("NVCC", "nvcc")
@@ -102,13 +98,13 @@ def build_libraries():
     jobs = [] if "MAKEFLAGS" in os.environ else [f"-j{len(os.sched_getaffinity(0))}"]
     subprocess.run(["make", "-C", str(ROOT), *jobs, *targets], check=True, stdout=sys.stderr)
     names = [HOPPER_LIBRARY] + ([GFX950_LIBRARY] if "amd" in targets else [])
-    return [BUILD / f"{name}.{_abi_major()}" for name in names]
+    abi_major = version(HEADER.read_text()).split(".")[0]
+    return [BUILD / f"{name}.{abi_major}" for name in names]
 
 
 def package_files():
-    """[(path in the wheel, file)] of the Python package: its modules, never caches."""
-    return [(f"flashprefill/{path.relative_to(PACKAGE).as_posix()}", path) for path in sorted(PACKAGE.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts]
+    """[(path in the wheel, file)] of the Python package: its modules (no caches, nothing a build left there)."""
+    return [(f"flashprefill/{path.relative_to(PACKAGE).as_posix()}", path) for path in sorted(PACKAGE.rglob("*.py"))]
 
 
 def _checkout_metadata(version_string):
