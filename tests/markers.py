@@ -19,6 +19,8 @@ GROUPS = {
     "gpu": "needs an NVIDIA Hopper GPU through CuPy: skipped where none is visible, failed where one is visible but "
            "the test cannot run",
     "emulator": "runs gfx950 code objects in the functional emulator (tools/gfx950_emu); needs llvm-22",
+    "wheel": "builds a wheel with pip (make: a no-op after `make all amd`, minutes from a clean tree) and installs it "
+             "into a fresh venv; needs nvcc",
 }
 
 _PACKAGES = {"clang-22": "clang-22", "ld.lld-22": "lld-22", "llvm-objdump-22": "llvm-22", "llvm-readelf-22": "llvm-22",
@@ -42,6 +44,8 @@ needs_make = needs_tools("make")
 NO_CC = "no C compiler (cc): the C probes and the HIP stub are built at test time (apt-get install gcc)"
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason=NO_CC)
 NO_CXX = "no C++ compiler (c++): the header is compiled as C++ too (apt-get install g++)"
+NO_NVCC = "no nvcc (PATH, or NVCC): pip builds the wheel's Hopper library with it"
+NO_GFX950_ASSEMBLER = "no gfx950 assembler (clang-22 and ld.lld-22, or ROCm's): the wheel holds no gfx950 library"
 
 
 def _aiter_gfx950():

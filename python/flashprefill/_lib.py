@@ -3,8 +3,9 @@
 The shared libraries are loaded on first use, so that `import flashprefill` (and its numpy reference) works
 without a build. One library per backend, the same C ABI: "cuda" (NVIDIA Hopper, libflashprefill.so) and
 "hip" (AMD gfx950, libflashprefill_gfx950.so). Search order: the environment variable of the backend
-(FLASHPREFILL_LIBRARY, FLASHPREFILL_GFX950_LIBRARY: that file only, when set), then <repo>/build/<name>, then a
-copy beside this package. build/<name> is the development link to the library's SONAME file (<name>.<ABI major>).
+(FLASHPREFILL_LIBRARY, FLASHPREFILL_GFX950_LIBRARY: that file only, when set), then the library a wheel installed
+inside this package (lib/<name>.<ABI major>, its SONAME file: pip install . puts it there), then, in a checkout,
+<repo>/build/<name>, the development link to the SONAME file that `make` builds.
 Every call passes structs whose struct_bytes the library checks; a library older than 0.9.0 (whose structs had no
 size before 0.8.0, and which has no flashprefill_query) is refused at load.
 """
@@ -20,6 +21,8 @@ from ._params import (MergeStateParams, Params, PrepareVParams, QuantizePagedPar
 LIBRARIES = {"cuda": ("libflashprefill.so", "FLASHPREFILL_LIBRARY"),
              "hip": ("libflashprefill_gfx950.so", "FLASHPREFILL_GFX950_LIBRARY")}
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+# The checkout this package sits in (python/flashprefill), where it sits in one: the header marks it.
+_CHECKOUT = _PACKAGE_DIR.parent.parent
 # The first version whose params structs start with struct_bytes (0.8.0: an older library would misread every call)
 # and that answers flashprefill_query (0.9.0: Python reads the kernel table's policy from it).
 FIRST_SUPPORTED_VERSION = (0, 9, 0)
@@ -31,7 +34,10 @@ def candidates(backend="cuda"):
     explicit = os.environ.get(variable)
     if explicit:
         return [pathlib.Path(explicit)]
-    return [_PACKAGE_DIR.parent.parent / "build" / name, _PACKAGE_DIR / name]
+    # The ABI major is the header's, unknown here: the pattern itself stands for the packaged file where none is.
+    packaged = sorted((_PACKAGE_DIR / "lib").glob(f"{name}.[0-9]*")) or [_PACKAGE_DIR / "lib" / f"{name}.*"]
+    in_checkout = (_CHECKOUT / "include" / "flashprefill.h").is_file()
+    return packaged + ([_CHECKOUT / "build" / name] if in_checkout else [])
 
 
 def _declare_version(lib):
@@ -117,5 +123,6 @@ def lib(backend="cuda"):
         return _declare(library)
     name, variable = LIBRARIES[backend]
     raise LibraryNotFoundError(
-        f"{name} could not be loaded; build it with `make{' amd' if backend == 'hip' else ''}`, or set "
-        f"{variable}. Tried: " + "; ".join(tried))
+        f"{name} could not be loaded. Tried: " + "; ".join(tried) + ". Install a wheel that holds it (`pip install .` "
+        f"in a checkout builds it{' where clang-22 or ROCm is found' if backend == 'hip' else ''}), build it with "
+        f"`make{' amd' if backend == 'hip' else ''}` in a checkout, or set {variable}.")
