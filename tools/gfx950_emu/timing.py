@@ -103,6 +103,7 @@ class WorkgroupTiming:
     """One workgroup's prediction: cycles from launch to its last wave's end (stores drained), its waves' loop
     back-edges, MFMA-pipe busy cycles per SIMD and the reads that came before the modelled load completion."""
     cycles: int
+    wave_cycles: list                 # per wave: the cycle it ended (its stores drained)
     back_edges: list                  # per wave: [(cycle, target address, MFMA flop so far)]
     xdl_busy: list
     flops: int
@@ -304,7 +305,8 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
         if steps > max_steps:
             raise EmulatorError(f"{kernel.name}: more than {max_steps} instructions in one workgroup")
         now = _next_cycle(cu, timed, instructions, now, simds, issued)
-    return WorkgroupTiming(cycles=max(w.ended_at for w in timed), back_edges=[w.back_edges for w in timed],
+    return WorkgroupTiming(cycles=max(w.ended_at for w in timed), wave_cycles=[w.ended_at for w in timed],
+                           back_edges=[w.back_edges for w in timed],
                            xdl_busy=cu.xdl_busy, flops=sum(w.flops for w in timed), early_reads=cu.early_reads)
 
 
