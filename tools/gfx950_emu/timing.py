@@ -90,8 +90,10 @@ class _Wave:
     state: object
     simd: int
     ready_at: int = 0                 # earliest cycle of its next issue (s_nop, branch, barrier)
+    held_by: str = "issue"            # what set ready_at: "s_nop", "branch", "s_barrier"
+    last_issue: int = 0
     priority: int = 0
-    reg_ready: dict = field(default_factory=dict)   # (file, index) -> (cycle, producer key, is a load)
+    reg_ready: dict = field(default_factory=dict)   # (file, index) -> (cycle, producer key, load or None)
     queues: dict = field(default_factory=lambda: {c: [] for c in COUNTERS})  # [(completion, out of order)]
     ended_at: int = -1
     back_edges: list = field(default_factory=list)  # (cycle, branch target address, MFMA flop so far)
@@ -101,13 +103,16 @@ class _Wave:
 @dataclass
 class WorkgroupTiming:
     """One workgroup's prediction: cycles from launch to its last wave's end (stores drained), its waves' loop
-    back-edges, MFMA-pipe busy cycles per SIMD and the reads that came before the modelled load completion."""
+    back-edges, MFMA-pipe busy cycles per SIMD, the cycles its waves waited beyond their issue turn by cause
+    (stalls) and, for each read of a load's registers before the modelled completion, (load mnemonic, cycles from the
+    load's issue to the read): the latency the kernel's author counted on is at most that."""
     cycles: int
     wave_cycles: list                 # per wave: the cycle it ended (its stores drained)
     back_edges: list                  # per wave: [(cycle, target address, MFMA flop so far)]
     xdl_busy: list
     flops: int
-    early_reads: int
+    stalls: Counter
+    early_reads: list
 
 
 @dataclass
@@ -125,12 +130,12 @@ class TimedRun:
         loop = [(c, f) for c, t, f in edges if t == target]
         return [(c1 - c0, f1 - f0) for (c0, f0), (c1, f1) in zip(loop, loop[1:])]
 
-    def cycles_per_flop(self, workgroup: int = 0, wave: int = 0) -> float:
-        """Median over the loop's iterations of cycles per MFMA flop of one wave (steady state of the KV loop)."""
-        rates = [c / f for c, f in self.tile_intervals(workgroup, wave) if f]
-        if not rates:
+    def iteration_cycles(self, workgroup: int = 0, wave: int = 0) -> float:
+        """Median cycles of the loop's iterations that ran MFMAs (the steady state of the KV loop)."""
+        cycles = [c for c, f in self.tile_intervals(workgroup, wave) if f]
+        if not cycles:
             raise EmulatorError("no loop iteration with MFMAs to time")
-        return statistics.median(rates)
+        return statistics.median(cycles)
 
 
 class _Cu:
@@ -147,7 +152,8 @@ class _Cu:
         self.xdl_free = [0] * simds
         self.xdl_busy = [0] * simds
         self.path_free = {"lds": 0, "vmem": 0}
-        self.early_reads = 0
+        self.early_reads = []
+        self.stalls = Counter()
 
 
 def _reg_keys(op):
@@ -163,7 +169,7 @@ def _operand_ready(cu, w, ins, kind):
         same_c = ins.mnemonic.startswith("v_mfma") and i == 3
         for key in _reg_keys(op):
             entry = w.reg_ready.get(key)
-            if entry is None or entry[2]:
+            if entry is None or entry[2] is not None:
                 continue
             cycle, producer, _ = entry
             if same_c and producer == (op.kind, op.base, op.count):
@@ -186,25 +192,27 @@ def _wait_ready(w, ins):
 
 
 def _earliest(cu, w, ins):
-    """Earliest cycle ins can issue on wave w, given the pipes and its dependences."""
+    """(earliest cycle ins can issue on wave w given the pipes and its dependences, the cause binding it)."""
     m = ins.mnemonic
-    t = w.ready_at
-    if m == "s_waitcnt":
-        return max(t, _wait_ready(w, ins))
-    if m.startswith("v_mfma"):
-        t = max(t, cu.xdl_free[w.simd])
-    elif m.startswith("v_"):
-        t = max(t, cu.valu_free[w.simd])
     kind = "valu" if m.startswith("v_") else ("load" if _is_load(m) else "other")
-    return max(t, _operand_ready(cu, w, ins, kind))
+    bounds = [(w.ready_at, w.held_by)]
+    if m == "s_waitcnt":
+        bounds.append((_wait_ready(w, ins), "s_waitcnt"))
+    elif m.startswith("v_mfma"):
+        bounds.append((cu.xdl_free[w.simd], "mfma pipe"))
+    elif m.startswith("v_"):
+        bounds.append((cu.valu_free[w.simd], "valu pipe"))
+    bounds.append((_operand_ready(cu, w, ins, kind), "mfma/trans result"))
+    return max(bounds, key=lambda b: b[0])
 
 
 def _note_early_reads(cu, w, ins, now):
     for op in ins.ops[1:] if ins.mnemonic.startswith("v_") else ins.ops:
         for key in _reg_keys(op):
             entry = w.reg_ready.get(key)
-            if entry is not None and entry[2] and entry[0] > now:
-                cu.early_reads += 1
+            if entry is not None and entry[2] is not None and entry[0] > now:
+                load, issued = entry[2]
+                cu.early_reads.append((load, now - issued))
                 return
 
 
@@ -220,7 +228,7 @@ def _issue_timing(cu, w, ins, now):
         dst = ins.ops[0]
         done = now + (passes + p["mfma_result_extra_passes"] + 1) * p["wait_state_cycles"]
         for key in _reg_keys(dst):
-            w.reg_ready[key] = (done, (dst.kind, dst.base, dst.count), False)
+            w.reg_ready[key] = (done, (dst.kind, dst.base, dst.count), None)
         w.flops += mfma_flops(m)
     elif m.startswith("v_"):
         trans = bool(_TRANS.match(m))
@@ -228,7 +236,7 @@ def _issue_timing(cu, w, ins, now):
         cu.valu_free[w.simd] = now + cycles
         for key in _reg_keys(ins.ops[0]) if ins.ops else ():
             if trans:
-                w.reg_ready[key] = (now + cycles, None, False)
+                w.reg_ready[key] = (now + cycles, None, None)
             else:
                 w.reg_ready.pop(key, None)     # a VALU result is ready for the wave's next issue
     elif port(m) in ("lds", "vmem"):
@@ -241,20 +249,20 @@ def _issue_timing(cu, w, ins, now):
         in_order = [c for c, ooo in queue if not ooo]
         done = max([done] + in_order[-1:])
         queue.append((done, False))
-        if _is_load(m) and ins.ops:
+        if _is_load(m) and ins.ops and not ins.mods.get("lds"):     # a load to LDS writes no VGPR
             for key in _reg_keys(ins.ops[0]):
-                w.reg_ready[key] = (done, None, True)
+                w.reg_ready[key] = (done, None, (m, now))
     elif port(m) == "smem":
         w.queues["lgkmcnt"].append((now + p["smem_latency"], True))
     elif m == "s_waitcnt":
         for name in COUNTERS:
             w.queues[name] = [(c, ooo) for c, ooo in w.queues[name] if c > now]
-        for key in [k for k, v in w.reg_ready.items() if v[2] and v[0] <= now]:
+        for key in [k for k, v in w.reg_ready.items() if v[2] is not None and v[0] <= now]:
             del w.reg_ready[key]
     elif m == "s_nop":
-        w.ready_at = now + (ins.ops[0].value + 1) * p["wait_state_cycles"]
+        w.ready_at, w.held_by = now + (ins.ops[0].value + 1) * p["wait_state_cycles"], "s_nop"
     elif m == "s_sleep":
-        w.ready_at = now + ins.ops[0].value * p["sleep_cycles_per_unit"]
+        w.ready_at, w.held_by = now + ins.ops[0].value * p["sleep_cycles_per_unit"], "s_sleep"
     elif m == "s_setprio":
         w.priority = ins.ops[0].value
 
@@ -276,10 +284,17 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
                 raise EmulatorError(f"wave {state.wave_id} ran off the end of {kernel.name}")
             ins = instructions[state.pc]
             p = port(ins.mnemonic)
-            if p in used_ports or _earliest(cu, w, ins) > now:
+            earliest, cause = _earliest(cu, w, ins)
+            if p in used_ports or earliest > now:
                 continue
             used_ports.add(p)
             issued = True
+            turn = w.last_issue + int(cu.p["valu_cycles"])
+            if now > turn:     # waited beyond its next turn: for `cause` until earliest, then for its port
+                late = max(0, min(now, int(-(-earliest // 1))) - turn)
+                cu.stalls[cause] += late
+                cu.stalls["arbitration"] += now - turn - late
+            w.last_issue, w.held_by = now, "issue"
             _issue_timing(cu, w, ins, now)
             counts[ins.mnemonic] += 1
             pc = state.pc
@@ -287,7 +302,7 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
             state.waits.issued += 1 + (ins.ops[0].value if ins.mnemonic == "s_nop" else 0)
             steps += 1
             if state.pc != pc + 1 and is_branch(ins.mnemonic):
-                w.ready_at = max(w.ready_at, now + int(cu.p["branch_cycles"]))
+                w.ready_at, w.held_by = max(w.ready_at, now + int(cu.p["branch_cycles"])), "branch"
                 if state.pc <= pc:
                     w.back_edges.append((now, instructions[state.pc].addr, w.flops))
             if state.done:
@@ -300,14 +315,15 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
             release = now + int(cu.p["barrier_cycles"])
             for w in live:
                 w.state.at_barrier = False
-                w.ready_at = max(w.ready_at, release)
+                w.ready_at, w.held_by = max(w.ready_at, release), "s_barrier"
             order.barrier()
         if steps > max_steps:
             raise EmulatorError(f"{kernel.name}: more than {max_steps} instructions in one workgroup")
         now = _next_cycle(cu, timed, instructions, now, simds, issued)
     return WorkgroupTiming(cycles=max(w.ended_at for w in timed), wave_cycles=[w.ended_at for w in timed],
                            back_edges=[w.back_edges for w in timed],
-                           xdl_busy=cu.xdl_busy, flops=sum(w.flops for w in timed), early_reads=cu.early_reads)
+                           xdl_busy=cu.xdl_busy, flops=sum(w.flops for w in timed), stalls=cu.stalls,
+                           early_reads=cu.early_reads)
 
 
 def _next_cycle(cu, timed, instructions, now, simds, issued):
@@ -316,7 +332,7 @@ def _next_cycle(cu, timed, instructions, now, simds, issued):
     for w in timed:
         if w.state.done or w.state.at_barrier:
             continue
-        t = max(now + 1, int(-(-_earliest(cu, w, instructions[w.state.pc]) // 1)))
+        t = max(now + 1, int(-(-_earliest(cu, w, instructions[w.state.pc])[0] // 1)))
         t += (w.simd - t) % simds
         best = t if best is None else min(best, t)
     if best is None:
