@@ -10,6 +10,8 @@ from dataclasses import dataclass
 CALIBRATION = "calibration knob"
 _LLVM_SCHED = ("llvm/lib/Target/AMDGPU/SISchedule.td (github.com/ROCm/llvm-project, commit 37d9a34), "
                "multiclass SICommonWriteRes")
+_ISSCC = ("news.lavx.hu/article/isscc-2026-amd-s-mi355x-doubles-throughput-with-fewer-compute-units-and-"
+          "challenges-nvidia-s-gb200")
 _PIPELINES = ("rocm.docs.amd.com/projects/rocprofiler-compute/en/develop/conceptual/cdna/"
               "pipeline-descriptions.html")
 
@@ -33,21 +35,24 @@ PARAMS = {
     "mfma_result_extra_passes": Param(4, "wait states after the last pass", "tools/gfx950_hazards.py, RULES"),
     # s_nop N: N + 1 wait states (ISA guide, "Manually inserted wait states"); one wave issue each.
     "wait_state_cycles": Param(4, "cycles per wait state", _PIPELINES),
-    # s_sleep N sleeps about 64 * N clocks (CDNA3 ISA guide, SOPP S_SLEEP).
-    "sleep_cycles_per_unit": Param(64, "cycles", "AMD Instinct MI300 ISA reference guide, S_SLEEP"),
+    "sleep_cycles_per_unit": Param(64, "cycles per unit of s_sleep's operand", CALIBRATION),
     "lds_latency": Param(64, "cycles from issue to data in VGPRs", CALIBRATION
                          + " (LLVM's WriteLDS: 'can be between 2 and 64' of its 4-cycle units)"),
-    "lds_bytes_per_cycle": Param(128, "bytes per cycle per CU", CALIBRATION + " (CDNA3 whitepaper: 128 B/clk)"),
+    # CDNA 4 doubled the LDS read bandwidth to 256 bytes per clock (Chips and Cheese, "AMD's CDNA 4 Architecture
+    # Announcement", chipsandcheese.com/p/amds-cdna-4-architecture-announcement); writes are taken at the same rate.
+    "lds_bytes_per_cycle": Param(256, "bytes per cycle per CU", "chipsandcheese.com/p/amds-cdna-4-architecture-"
+                                 "announcement"),
     "vmem_latency": Param(500, "cycles from issue to data (an L2 hit)", CALIBRATION),
     "vmem_bytes_per_cycle": Param(64, "bytes per cycle per CU (address / L1 path)", CALIBRATION),
     "smem_latency": Param(200, "cycles", CALIBRATION),
     "barrier_cycles": Param(16, "cycles from the last arrival to the release", CALIBRATION),
     "branch_cycles": Param(16, "cycles before a taken branch's target issues", CALIBRATION),
-    # MI355X: 256 CUs at a 2400 MHz peak engine clock (AMD's product page,
-    # amd.com/en/products/accelerators/instinct/mi350/mi355x.html); 2.5 PFLOP/s dense bf16 follows from them and
-    # 8 passes of 4 cycles for a 32x32x16 MFMA (256 * 4 SIMDs * 32768 flop / 32 cycles * 2.4 GHz = 2.52e15).
-    "clock_ghz": Param(2.4, "GHz", "amd.com/en/products/accelerators/instinct/mi350/mi355x.html"),
-    "cus": Param(256, "CUs", "amd.com/en/products/accelerators/instinct/mi350/mi355x.html"),
+    # MI355X: 8 XCDs of 32 CUs, 8192 FP8 MFMA flop per clock per CU and 5 PFLOP/s FP8 (AMD at ISSCC 2026, as reported
+    # at news.lavx.hu/article/isscc-2026-amd-s-mi355x-doubles-throughput-with-fewer-compute-units-and-challenges-
+    # nvidia-s-gb200), so a clock of 5e15 / (256 * 8192) = 2.4 GHz; and 8192 flop per clock per CU is 4 SIMDs doing
+    # a 32x32x64 fp8 MFMA (131072 flop) in 64 cycles: 16 passes of 4, LLVM's count.
+    "clock_ghz": Param(2.4, "GHz", _ISSCC),
+    "cus": Param(256, "CUs", _ISSCC),
 }
 
 
