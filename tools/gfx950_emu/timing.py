@@ -26,22 +26,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import gfx950_hazards
-import numpy as np
 
 from .errors import EmulatorError
 from .instruction import is_branch
 from .isa import execute
-from .memory import LocalMemory
-from .run import (ExecContext, LDS_BYTES_PER_CU, MAX_WORKGROUP_SIZE, RunStats, _DEFAULT_MAX_STEPS,
-                  _initial_waves)
+from .run import DEFAULT_MAX_STEPS, RunStats, dispatch
 from .state import LANES
 from .timing_params import PARAMS
-from .waitcnt import COUNTERS
+from .waitcnt import COUNTER_RE, COUNTERS
 
 _TRANS = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)_")
 _MFMA_SHAPE = re.compile(r"_(\d+)x(\d+)x(\d+)")
 _LANE_BYTES = re.compile(r"(?:_b|dwordx|_u|_i)(\d+)")
-_COUNTER_RE = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
 _NO_PORT = ("s_waitcnt", "s_barrier", "s_nop", "s_setprio", "s_sleep", "s_endpgm")
 
 
@@ -182,7 +178,7 @@ def _wait_ready(w, ins):
     """Cycle when the s_waitcnt's counts hold: in-order operations retire oldest first, scalar loads (out of
     order) only count as done for a count of 0."""
     ready = 0
-    for name, limit in _COUNTER_RE.findall(ins.raw):
+    for name, limit in COUNTER_RE.findall(ins.raw):
         queue, limit = w.queues[name], int(limit)
         in_order = [c for c, ooo in queue if not ooo]
         must = [c for c, ooo in queue if ooo] if limit == 0 else []
@@ -341,37 +337,13 @@ def _next_cycle(cu, timed, instructions, now, simds, issued):
 
 
 def run_timed(code_object, name, grid, workgroup_size, kernarg: bytes, memory, params=None,
-              max_steps: int = _DEFAULT_MAX_STEPS, seed: int = 0, enforce_waits: bool = True) -> TimedRun:
+              max_steps: int = DEFAULT_MAX_STEPS, seed: int = 0, enforce_waits: bool = True) -> TimedRun:
     """run_kernel (run.py) in timing mode: the same arguments and functional results, the waves interleaved as the
     timing model issues them (each workgroup alone on a CU, from cycle 0). params: {name: value} over
     timing_params.PARAMS (calibration). Returns a TimedRun: the RunStats and a WorkgroupTiming per workgroup."""
-    kernel = code_object.kernel(name)
-    kd = kernel.descriptor
-    kd.check_supported(name)
-    if kd.kernarg_bytes and len(kernarg) != kd.kernarg_bytes:
-        raise EmulatorError(f"{name}: kernarg is {len(kernarg)} bytes, the descriptor says {kd.kernarg_bytes}")
-    if not 0 < workgroup_size <= MAX_WORKGROUP_SIZE or kd.lds_bytes > LDS_BYTES_PER_CU:
-        raise EmulatorError(f"{name}: workgroup size {workgroup_size} or {kd.lds_bytes} LDS bytes out of range")
-    grid = tuple(grid) + (1,) * (3 - len(grid))
-    kernarg_addr = memory.alloc_bytes(kernarg)
-    result = TimedRun(RunStats())
-    ctx = ExecContext(memory, result.stats.lds)
-    garbage = np.random.default_rng(seed)
-    n_waves = (workgroup_size + LANES - 1) // LANES
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                lds = LocalMemory(kd.lds_bytes, n_waves, garbage)
-                waves = _initial_waves(kernel, workgroup_size, (x, y, z), kernarg_addr, lds, garbage,
-                                       enforce_waits)
-                result.stats.workgroups += 1
-                result.stats.waves += len(waves)
-                try:
-                    timing = _run_timed_workgroup(kernel, waves, ctx, result.stats, max_steps, params)
-                except EmulatorError as e:
-                    raise EmulatorError(f"timing mode, workgroup ({x}, {y}, {z}): {e}") from e
-                result.workgroups.append(timing)
-                for wave in waves:
-                    result.stats.early_uses.update((load.addr, use.addr, counter)
-                                                   for load, use, counter in wave.waits.early_uses)
-    return result
+    workgroups = []
+
+    def run_workgroup(kernel, waves, ctx, stats):
+        workgroups.append(_run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params))
+    stats = dispatch(code_object, name, grid, workgroup_size, kernarg, memory, seed, enforce_waits, run_workgroup)
+    return TimedRun(stats, workgroups)
