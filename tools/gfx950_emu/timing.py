@@ -272,7 +272,7 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
     now, steps = 0, 0
     while True:
         simd = now % simds
-        used_ports, issued = set(), False
+        used_ports = set()
         for w in sorted((w for w in timed if w.simd == simd and not w.state.done and not w.state.at_barrier),
                         key=lambda w: (-w.priority, w.state.wave_id)):
             state = w.state
@@ -284,7 +284,6 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
             if p in used_ports or earliest > now:
                 continue
             used_ports.add(p)
-            issued = True
             turn = w.last_issue + int(cu.p["valu_cycles"])
             if now > turn:     # waited beyond its next turn: for `cause` until earliest, then for its port
                 late = max(0, min(now, int(-(-earliest // 1))) - turn)
@@ -315,14 +314,14 @@ def _run_timed_workgroup(kernel, waves, ctx, stats, max_steps, params):
             order.barrier()
         if steps > max_steps:
             raise EmulatorError(f"{kernel.name}: more than {max_steps} instructions in one workgroup")
-        now = _next_cycle(cu, timed, instructions, now, simds, issued)
+        now = _next_cycle(cu, timed, instructions, now, simds)
     return WorkgroupTiming(cycles=max(w.ended_at for w in timed), wave_cycles=[w.ended_at for w in timed],
                            back_edges=[w.back_edges for w in timed],
                            xdl_busy=cu.xdl_busy, flops=sum(w.flops for w in timed), stalls=cu.stalls,
                            early_reads=cu.early_reads)
 
 
-def _next_cycle(cu, timed, instructions, now, simds, issued):
+def _next_cycle(cu, timed, instructions, now, simds):
     """The next cycle at which some wave may issue: its earliest, moved to its SIMD's next turn."""
     best = None
     for w in timed:

@@ -19,14 +19,14 @@ MFMA_32X32X16_BF16 = "v_mfma_f32_32x32x16_bf16 v[16:31], v[2:5], v[6:9], v[16:31
 _ZERO_MFMA_REGISTERS = "\n".join(f"v_mov_b32 v{i}, 0" for i in [*range(2, 10), *range(16, 32)]) + "\n"
 
 
-def timed(tmp_path, body, waves=1, params=None):
+def timed(tmp_path, body, waves=1, params=None, enforce_waits=True):
     """(WorkgroupTiming, out) of `body` after tiny_kernels' prologue on `waves` waves; out: 64 * waves dwords."""
-    co = build(tmp_path, _ZERO_MFMA_REGISTERS + body)
+    co = build(tmp_path, _ZERO_MFMA_REGISTERS + body, lds=1024)
     mem = GlobalMemory()
     out = mem.alloc_array(np.zeros(64 * waves, np.uint32))
     src = mem.alloc_array(RNG.integers(0, 2**32, 256, dtype=np.uint64).astype(np.uint32))
     kernarg = np.array([out, src, 0], np.uint64).tobytes()
-    run = run_timed(co, "k", (1, 1, 1), 64 * waves, kernarg, mem, params=params)
+    run = run_timed(co, "k", (1, 1, 1), 64 * waves, kernarg, mem, params=params, enforce_waits=enforce_waits)
     return run.workgroups[0], mem.read(out, np.uint32, (64 * waves,))
 
 
@@ -61,6 +61,20 @@ def test_waitcnt_waits_for_its_load(tmp_path, latency):
     assert overlapped.cycles >= latency + transfer          # the load still drains before the wave ends
     assert waited.cycles - overlapped.cycles >= 20 * VALU - VALU
     assert waited.cycles >= latency + transfer + 20 * VALU
+
+
+@pytest.mark.parametrize("latency", [64, 200])
+def test_a_read_without_a_wait_is_counted_not_stalled(tmp_path, latency):
+    """Code that relies on latency (enforce_waits=False): an LDS read's result used 12 VALUs later is not waited for
+    (the hardware does not interlock) but recorded with its distance, when the LDS latency is longer than that."""
+    body = "ds_read_b32 v2, v1\n" + "\n".join(["v_add_u32 v3, v3, v3"] * 12) + "\nv_mov_b32 v4, {}\n"
+    params = {"lds_latency": latency}
+    run, _ = timed(tmp_path, body.format("v2"), params=params, enforce_waits=False)
+    unrelated, _ = timed(tmp_path, body.format("v1"), params=params, enforce_waits=False)
+    gap = 13 * VALU
+    assert run.early_reads == ([("ds_read_b32", gap)] if latency > gap else [])
+    assert unrelated.early_reads == []
+    assert run.cycles == unrelated.cycles
 
 
 def test_barrier_holds_a_wave_for_the_slowest(tmp_path):
