@@ -22,7 +22,9 @@ oracle; decode_check compares the two), state (wave registers; the deferred-comp
 memory instructions call), memory (global, LDS), waitcnt (s_waitcnt model), lds_order (LDS
 races between waves), isa (dispatch table), isa_scalar / isa_vector / isa_memory / isa_buffer /
 isa_dpp / mfma (semantics), run (dispatch and schedule), aiter_args (argument packing for AMD's
-aiter kernels, which the tests run to check the emulator against hardware-proven code).
+aiter kernels, which the tests run to check the emulator against hardware-proven code), timing
+(timing mode: run_timed, the waves issued by a cycle model of one CU, for predicted cycle counts)
+and timing_params (its parameters, each with its source or marked a calibration knob).
 """
 from .codeobject import CodeObject, KernelDescriptor, load_code_object
 from .errors import EmulatorError

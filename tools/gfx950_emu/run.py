@@ -34,7 +34,7 @@ from . import isa_buffer, isa_dpp, isa_memory, isa_scalar, isa_vector, mfma  # n
 
 MAX_WORKGROUP_SIZE = 1024
 LDS_BYTES_PER_CU = 160 * 1024
-_DEFAULT_MAX_STEPS = 50_000_000
+DEFAULT_MAX_STEPS = 50_000_000
 _BURST_LOG2_LIMIT = 9   # a wave runs 2^k instructions in a row, k uniform in 0..8
 
 
@@ -155,7 +155,7 @@ def _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule):
 
 
 def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
-               max_steps: int = _DEFAULT_MAX_STEPS, seed: int = 0, enforce_waits: bool = True) -> RunStats:
+               max_steps: int = DEFAULT_MAX_STEPS, seed: int = 0, enforce_waits: bool = True) -> RunStats:
     """Run kernel `name` of `code_object` over `grid` (x, y, z workgroups) of
     `workgroup_size` work-items, with `kernarg` bytes as its argument segment, reading and
     writing `memory` (a GlobalMemory). `seed` picks the wave interleaving and the undefined
@@ -164,6 +164,16 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
     used before its load's wait in RunStats.early_uses and lets the load land there instead of
     failing, runs the waves in lockstep and leaves their LDS accesses unordered by the race model
     (code that relies on latency, such as AMD's aiter kernels: what it checks is their arithmetic)."""
+    schedule = _Adversarial(seed) if enforce_waits else _Lockstep()
+    return dispatch(code_object, name, grid, workgroup_size, kernarg, memory, seed, enforce_waits,
+                    lambda kernel, waves, ctx, stats: _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule))
+
+
+def dispatch(code_object, name, grid, workgroup_size, kernarg: bytes, memory, seed: int, enforce_waits: bool,
+             run_workgroup) -> RunStats:
+    """The launch run_kernel describes, each workgroup's waves (fresh LDS, entry state) handed to
+    run_workgroup(kernel, waves, ctx, stats), which runs them to their ends (run_kernel's schedules, or
+    timing.py's cycle model)."""
     kernel = code_object.kernel(name)
     kd = kernel.descriptor
     kd.check_supported(name)
@@ -178,7 +188,6 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
     kernarg_addr = memory.alloc_bytes(kernarg)
     stats = RunStats()
     ctx = ExecContext(memory, stats.lds)
-    schedule = _Adversarial(seed) if enforce_waits else _Lockstep()
     garbage = np.random.default_rng(seed)
     n_waves = (workgroup_size + LANES - 1) // LANES
     for z in range(grid[2]):
@@ -190,7 +199,7 @@ def run_kernel(code_object, name, grid, workgroup_size, kernarg: bytes, memory,
                 stats.workgroups += 1
                 stats.waves += len(waves)
                 try:
-                    _run_workgroup(kernel, waves, ctx, stats, max_steps, schedule)
+                    run_workgroup(kernel, waves, ctx, stats)
                 except EmulatorError as e:
                     waiting = [w.wave_id for w in waves if not w.done]
                     raise EmulatorError(f"seed {seed}, workgroup ({x}, {y}, {z}), waves not ended "

@@ -34,7 +34,7 @@ from collections import deque
 
 from .errors import EmulatorError, at
 
-_COUNTER_RE = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
+COUNTER_RE = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
 COUNTERS = ("vmcnt", "lgkmcnt", "expcnt")
 STORE_DATA_WAIT_STATES = 2
 
@@ -131,7 +131,7 @@ class WaitCounters:
 
     def wait(self, ins):
         """Apply `s_waitcnt` with the counters its text names (others: no wait)."""
-        for name, value in _COUNTER_RE.findall(ins.raw):
+        for name, value in COUNTER_RE.findall(ins.raw):
             self._retire(self.queues[name], int(value))
 
     def _retire(self, queue: deque, limit: int):
