@@ -53,8 +53,8 @@ def test_dry_run_checks_every_form(tmp_path, capsys):
 def _spoiled_attention(how):
     original = StandIns.attention
 
-    def attention(*args, **kwargs):
-        out, lse = original(*args, **kwargs)
+    def attention(self, *args, **kwargs):
+        out, lse = original(self, *args, **kwargs)
         if how == "unwritten":
             out[1, 150, 3, 7] = np.nan
         elif how == "perturbed":
@@ -67,7 +67,7 @@ def _spoiled_attention(how):
 
 @pytest.mark.parametrize("how", ["unwritten", "perturbed", "lse"])
 def test_a_wrong_attention_output_fails(tmp_path, monkeypatch, how):
-    monkeypatch.setattr(StandIns, "attention", staticmethod(_spoiled_attention(how)))
+    monkeypatch.setattr(StandIns, "attention", _spoiled_attention(how))
     rc, report = _run(tmp_path, ["bf16_d128_causal_2x200x200x4x2"], "--no-aiter")
     assert rc == 1
     failed = [c for c in report["cases"][0]["checks"] if not c["ok"]]

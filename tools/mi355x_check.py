@@ -147,7 +147,7 @@ def aiter_setup(case, rng, backend, library, modules, aiter, dry_run):
     arrays, sequences = cases.equal_inputs(bf16_case, rng)
     dev = {n: backend.to_device(arrays[n]) for n in "qkv"}
     out = _poisoned(backend, dev["q"].shape[:3] + (cases.DIM_V,), "bfloat16")
-    lse = backend.empty((len(case.lengths), case.heads[0], sq), "float32")
+    lse = backend.to_device(np.full((len(case.lengths), case.heads[0], sq), np.nan, np.float32))
     strides = {n: [x.strides[i] // x.itemsize for i in (1, 2, 0)] for n, x in
                (("q", arrays["q"]), ("k", arrays["k"]), ("v", arrays["v"]),
                 ("o", np.empty(out.shape, np.uint8)))}  # row-major, strides in elements

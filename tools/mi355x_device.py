@@ -46,9 +46,6 @@ class Torch:
                                            else ml_dtypes.float8_e4m3fn)
         return x.cpu().numpy()
 
-    def empty(self, shape, dtype):
-        return self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=f"cuda:{self.device}")
-
     def pointer(self, x):
         return x.data_ptr()
 
@@ -106,10 +103,6 @@ class Cupy:
             return bits.view(x.dtype)
         return self.cupy.asnumpy(x)
 
-    def empty(self, shape, dtype):
-        from flashprefill import _arrays
-        return _arrays.cupy_empty(shape, dtype)
-
     def pointer(self, x):
         return x.data.ptr
 
@@ -129,10 +122,6 @@ class Host:
 
     def to_host(self, x):
         return np.asarray(x)
-
-    def empty(self, shape, dtype):
-        from flashprefill import _arrays
-        return np.full(shape, np.nan, _arrays.numpy_dtype(dtype))
 
     def pointer(self, x):
         return x.__array_interface__["data"][0]

@@ -39,25 +39,47 @@ def _per_sequence(descale, b):
 
 
 class StandIns:
-    """The flashprefill calls of the check, computed on the host."""
+    """The flashprefill calls of the check, computed on the host, each once per set of argument arrays: the timing
+    repeats every call on the same arrays, and the float64 models take a second a call."""
     BlockScales = BlockScales
 
-    @staticmethod
-    def attention(q, k, v, *, causal=True, q_descale=None, k_descale=None, v_descale=None, out=None,
+    def __init__(self):
+        self._results = {}  # by the ids of the arguments, which the entry keeps alive
+
+    def _once(self, arguments, compute):
+        key = tuple(id(a) for a in arguments)
+        if key not in self._results:
+            self._results[key] = (arguments, compute())
+        return self._results[key][1]
+
+    def attention(self, q, k, v, *, causal=True, q_descale=None, k_descale=None, v_descale=None, out=None,
                   return_lse=False):
+        lse = self._once((q, k, v, q_descale, k_descale, v_descale, out, causal),
+                         lambda: self._attention(q, k, v, causal, (q_descale, k_descale, v_descale), out))
+        return (out, lse) if return_lse else out
+
+    @staticmethod
+    def _attention(q, k, v, causal, descales, out):
         batch, sq, hq, _ = q.shape
         sk, hkv = k.shape[1], k.shape[2]
         lse = np.full((batch, hq, sq), np.nan, np.float32)
         for b in range(batch):
-            seq = Sequence(q[b:b + 1], k[b:b + 1], v[b:b + 1],
-                           _scales((q_descale, k_descale, v_descale), b, (sq, sk, sk), (hq, hkv, hkv)))
+            seq = Sequence(q[b:b + 1], k[b:b + 1], v[b:b + 1], _scales(descales, b, (sq, sk, sk), (hq, hkv, hkv)))
             out[b:b + 1], lse[b:b + 1] = _outputs(seq, causal)
+        return lse
+
+    def attention_varlen(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
+                         block_table=None, causal=True, q_descale=None, k_descale=None, v_descale=None, out=None,
+                         return_lse=False):
+        arguments = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, q_descale, k_descale, v_descale,
+                     out, causal)
+        lse = self._once(arguments, lambda: self._attention_varlen(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, causal, (q_descale, k_descale, v_descale),
+            out))
         return (out, lse) if return_lse else out
 
     @staticmethod
-    def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
-                         block_table=None, causal=True, q_descale=None, k_descale=None, v_descale=None, out=None,
-                         return_lse=False):
+    def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, causal, descales, out):
         hq, hkv = q.shape[1], k.shape[-2]
         lse = np.full((hq, q.shape[0]), np.nan, np.float32)
         for b in range(len(cu_seqlens_q) - 1):
@@ -73,11 +95,10 @@ class StandIns:
             if rows.stop == rows.start:
                 continue
             lengths = (rows.stop - rows.start, len(keys), len(keys))
-            seq = Sequence(q[rows][None], keys[None], values[None],
-                           _scales((q_descale, k_descale, v_descale), b, lengths, (hq, hkv, hkv)))
+            seq = Sequence(q[rows][None], keys[None], values[None], _scales(descales, b, lengths, (hq, hkv, hkv)))
             seq_out, seq_lse = _outputs(seq, causal)
             out[rows], lse[:, rows] = seq_out[0], seq_lse[0]
-        return (out, lse) if return_lse else out
+        return lse
 
     @staticmethod
     def quantize_fp8(x, block=128, *, codes=None, exponents=None):
