@@ -152,3 +152,19 @@ def test_every_kernel_form_and_length():
 ])
 def test_row_blocks(sq, sk, causal, expected):
     assert cases.row_blocks(sq, sk, causal) == expected
+
+
+@pytest.mark.emulator
+@markers.needs_llvm22
+def test_emulator_counts_beside_the_rocprof_lines(tmp_path, capsys):
+    """--emulator-counts: what the SQ counters should read per dispatch, from the built code object in the emulator."""
+    name = "bf16_d128_causal_2x200x200x4x2"
+    rc, report = _run(tmp_path, [name], "--no-aiter", "--emulator-counts")
+    assert rc == 0
+    counts = report["cases"][0]["emulator_counts"]
+    case = next(c for c in cases.all_cases() if c.name == name)
+    assert counts["SQ_WAVES"] == mi355x_check.expected_waves(case) == 64
+    instructions = report["cases"][0]["emulator_instructions"]
+    assert counts["SQ_INSTS_MFMA"] == sum(n for m, n in instructions.items() if m.startswith("v_mfma")) > 0
+    assert counts["SQ_INSTS_VALU"] > counts["SQ_INSTS_MFMA"] and counts["SQ_INSTS_LDS"] > 0
+    assert f"SQ_INSTS_MFMA {counts['SQ_INSTS_MFMA']}," in capsys.readouterr().out

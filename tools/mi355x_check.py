@@ -3,7 +3,7 @@ the fp8 numpy model with the emulated tests' bounds (tools/gfx950_bounds.py), th
 rounds: tools/timing.py), beside AMD's aiter fmha_v3 forward where the amd-aiter wheel is installed.
 
     python tools/mi355x_check.py [--out DIR] [--only NAME ...] [--max-seqlen N] [--rounds R] [--launches L]
-                                 [--no-aiter] [--dry-run]
+                                 [--no-aiter] [--emulator-counts] [--dry-run]
 
 Needs torch for ROCm or CuPy for ROCm (detected in that order) and a gfx950 device, and `make amd`'s library;
 refuses with a message otherwise (exit 2). Writes DIR/mi355x_check.json (every check and timing) and
@@ -51,6 +51,9 @@ def parse(argv):
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--no-aiter", action="store_true", help="leave AMD's kernels out")
     ap.add_argument("--dry-run", action="store_true", help="numpy stand-ins for every device call")
+    ap.add_argument("--emulator-counts", action="store_true",
+                    help="also run each kernel's first small case in tools/gfx950_emu (seconds each, on the host) for "
+                         "the instruction counts rocprofv3 should read")
     args = ap.parse_args(argv)
     for name in ("rounds", "launches"):
         if getattr(args, name) < 1:
@@ -220,12 +223,30 @@ def expected_waves(case):
     return None
 
 
-def rocprof_lines(chosen):
-    """The rocprofv3 commands for each kernel (its first chosen case, one round of one launch), and what to compare."""
+def profiled_cases(chosen):
+    """The case rocprofv3 runs for each kernel: its first chosen one (the smallest)."""
+    return [next(c for c in chosen if c.kernel == kernel) for kernel in dict.fromkeys(c.kernel for c in chosen)]
+
+
+def emulated(chosen, rng):
+    """{case name: (counters, mnemonics)} of the profiled cases the emulator takes (mi355x_counts.py)."""
+    import mi355x_counts
+    found = {}
+    for case in profiled_cases(chosen):
+        try:
+            found[case.name] = mi355x_counts.emulator_counts(case, rng)
+        except ValueError:
+            continue  # not a small equal-length forward case: no prediction
+    return found
+
+
+def rocprof_lines(chosen, predicted=None):
+    """The rocprofv3 commands for each kernel (its first chosen case, one round of one launch), and what to compare;
+    predicted: {case name: (counters, mnemonics)} from the emulator."""
     lines = ["# Counters this ROCm offers, and whether a pass's counters can be collected together:",
              f"rocprofv3-avail list --pmc; {' && '.join('rocprofv3-avail pmc-check ' + ' '.join(p) for p in PMC_PASSES)}"]
-    for kernel in dict.fromkeys(c.kernel for c in chosen):
-        case = next(c for c in chosen if c.kernel == kernel)
+    for case in profiled_cases(chosen):
+        kernel = case.kernel
         run = f"python tools/mi355x_check.py --only {case.name} --rounds 1 --launches 1 --no-aiter --out rocprof/{kernel}"
         trace = f"rocprofv3 --kernel-trace --stats --kernel-include-regex '^{kernel}$' -d rocprof/{kernel} -o trace"
         lines.append(f"# {kernel} ({case.name})")
@@ -236,6 +257,9 @@ def rocprof_lines(chosen):
         waves = expected_waves(case)
         if waves is not None:
             lines.append(f"#   SQ_WAVES per call should be {waves} (the grid of the launch)")
+        if case.name in (predicted or {}):
+            counters = predicted[case.name][0]
+            lines.append("#   the emulator, per dispatch: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
     lines += [
         "# Compare with the emulator (tools/gfx950_emu, RunStats.instructions of the same kernel on a small shape, the",
         "# counts per wave scale with the KV tiles each wave visits): SQ_INSTS_MFMA with the v_mfma* count,",
@@ -300,12 +324,15 @@ def main(argv=None):
     modules = device.modules(backend) if aiter else None
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(1 << 31))
     rng = np.random.default_rng(seed)
+    predicted = emulated(chosen, rng) if args.emulator_counts else {}
     print(f"mi355x_check: {len(chosen)} cases on {backend.name} ({backend.arch}), seed {seed}, aiter "
           f"{aiter or 'not installed' if not args.no_aiter else 'left out'}"
           + ("; DRY RUN: numpy stand-ins, no device" if args.dry_run else ""))
     records = []
     for case in chosen:
         record = run_case(case, args, backend, library, rng, aiter, modules)
+        if case.name in predicted:
+            record["emulator_counts"], record["emulator_instructions"] = predicted[case.name]
         records.append(record)
         ours = record.get("timing", {}).get("flashprefill")
         ratio = record.get("ours_over_aiter")
@@ -322,7 +349,7 @@ def main(argv=None):
     (out / "mi355x_check.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     (out / "mi355x_check.md").write_text(markdown(records, backend.name))
     print(f"wrote {out / 'mi355x_check.json'} and {out / 'mi355x_check.md'}\n")
-    print("\n".join(rocprof_lines(chosen)))
+    print("\n".join(rocprof_lines(chosen, predicted)))
     return 0 if all(r["ok"] for r in records) else 1
 
 
