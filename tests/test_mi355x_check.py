@@ -168,3 +168,14 @@ def test_emulator_counts_beside_the_rocprof_lines(tmp_path, capsys):
     assert counts["SQ_INSTS_MFMA"] == sum(n for m, n in instructions.items() if m.startswith("v_mfma")) > 0
     assert counts["SQ_INSTS_VALU"] > counts["SQ_INSTS_MFMA"] and counts["SQ_INSTS_LDS"] > 0
     assert f"SQ_INSTS_MFMA {counts['SQ_INSTS_MFMA']}," in capsys.readouterr().out
+
+
+def test_seed_replays_a_case_alone(tmp_path):
+    """--seed S --only NAME gives NAME the inputs it had in a run of more cases with seed S (errors equal to the bit)."""
+    name = "bf16_d128_causal_2x200x200x4x2"
+    _, together = _run(tmp_path / "together", ["quantize_d32_2x200x2", name], "--no-aiter", "--seed", "5")
+    _, alone = _run(tmp_path / "alone", [name], "--no-aiter", "--seed", "5")
+    _, other = _run(tmp_path / "other", [name], "--no-aiter", "--seed", "6")
+    errors = [[c["error"] for c in next(x for x in r["cases"] if x["case"] == name)["checks"]]
+              for r in (together, alone, other)]
+    assert errors[0] == errors[1] != errors[2]
