@@ -174,7 +174,7 @@ def test_emulator_counts_beside_the_rocprof_lines(tmp_path, capsys):
 
 
 def test_seed_replays_a_case_alone(tmp_path):
-    """--seed S --only NAME gives NAME the inputs it had in a run of more cases with seed S (errors equal to the bit)."""
+    """--seed S --only NAME gives NAME the inputs it had in a run of more cases with seed S (equal errors)."""
     name = "bf16_d128_causal_2x200x200x4x2"
     _, together = _run(tmp_path / "together", ["quantize_d32_2x200x2", name], "--no-aiter", "--seed", "5")
     _, alone = _run(tmp_path / "alone", [name], "--no-aiter", "--seed", "5")

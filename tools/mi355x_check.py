@@ -243,11 +243,13 @@ def emulated(chosen, rng):
 def rocprof_lines(chosen, predicted=None):
     """The rocprofv3 commands for each kernel (its first chosen case, one round of one launch), and what to compare;
     predicted: {case name: (counters, mnemonics)} from the emulator."""
+    checks = " && ".join("rocprofv3-avail pmc-check " + " ".join(counters) for counters in PMC_PASSES)
     lines = ["# Counters this ROCm offers, and whether a pass's counters can be collected together:",
-             f"rocprofv3-avail list --pmc; {' && '.join('rocprofv3-avail pmc-check ' + ' '.join(p) for p in PMC_PASSES)}"]
+             f"rocprofv3-avail list --pmc; {checks}"]
     for case in profiled_cases(chosen):
         kernel = case.kernel
-        run = f"python tools/mi355x_check.py --only {case.name} --rounds 1 --launches 1 --no-aiter --out rocprof/{kernel}"
+        run = (f"python tools/mi355x_check.py --only {case.name} --rounds 1 --launches 1 --no-aiter "
+               f"--out rocprof/{kernel}")
         trace = f"rocprofv3 --kernel-trace --stats --kernel-include-regex '^{kernel}$' -d rocprof/{kernel} -o trace"
         lines.append(f"# {kernel} ({case.name})")
         lines.append(f"{trace} -- {run}")
@@ -281,7 +283,8 @@ def _ms(timing_entry):
 
 
 def markdown(records, backend):
-    caveat = " (numpy stand-ins: the checks test the plumbing, the times are the host's)" if backend == "dry-run" else ""
+    caveat = (" (numpy stand-ins: the checks test the plumbing, the times are the host's)" if backend == "dry-run"
+              else "")
     rows = [f"# MI355X check ({backend}): {sum(r['ok'] for r in records)} of {len(records)} cases pass{caveat}", "",
             "| case | kernel | check | worst error / bound | ours ms (spread) | TFLOP/s | aiter ms (spread) "
             "| ours / aiter |", "|---|---|---|---|---|---|---|---|"]

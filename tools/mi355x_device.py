@@ -130,34 +130,42 @@ class Host:
         return 0
 
 
+def _torch(device, tried):
+    try:
+        import torch
+    except ImportError:
+        tried.append("torch is not installed")
+        return None
+    if getattr(torch.version, "hip", None) and torch.cuda.is_available():
+        return Torch(torch, device)
+    tried.append(f"torch {torch.__version__} is not a ROCm build with a device (torch.version.hip "
+                 f"{getattr(torch.version, 'hip', None)}, torch.cuda.is_available() {torch.cuda.is_available()})")
+    return None
+
+
+def _cupy(device, tried):
+    try:
+        import cupy
+        if not cupy.cuda.runtime.is_hip:
+            tried.append(f"cupy {cupy.__version__} is a CUDA build")
+        elif cupy.cuda.runtime.getDeviceCount() <= device:
+            tried.append(f"cupy {cupy.__version__} (ROCm) sees no device {device}")
+        else:
+            return Cupy(cupy, device)
+    except ImportError:
+        tried.append("cupy is not installed")
+    except Exception as e:  # a CuPy without a working runtime raises its own error types
+        tried.append(f"cupy: {e}")
+    return None
+
+
 def detect(device=0, dry_run=False):
-    """The Backend: Host for a dry run, else torch for ROCm, else CuPy for ROCm, on a gfx950 device; Refusal otherwise."""
+    """The backend: Host for a dry run, else torch for ROCm, else CuPy for ROCm, on a gfx950 device; Refusal
+    otherwise, saying what was found."""
     if dry_run:
         return Host()
     tried = []
-    try:
-        import torch
-        if getattr(torch.version, "hip", None) and torch.cuda.is_available():
-            backend = Torch(torch, device)
-        else:
-            backend = None
-            tried.append(f"torch {torch.__version__} is not a ROCm build with a device (torch.version.hip = "
-                         f"{getattr(torch.version, 'hip', None)}, torch.cuda.is_available() = "
-                         f"{torch.cuda.is_available()})")
-    except ImportError:
-        backend = None
-        tried.append("torch is not installed")
-    if backend is None:
-        try:
-            import cupy
-            if cupy.cuda.runtime.is_hip and cupy.cuda.runtime.getDeviceCount() > device:
-                backend = Cupy(cupy, device)
-            else:
-                tried.append(f"cupy {cupy.__version__} is {'a ROCm build without device ' + str(device) if cupy.cuda.runtime.is_hip else 'a CUDA build'}")
-        except ImportError:
-            tried.append("cupy is not installed")
-        except Exception as e:  # a CuPy without a working runtime raises its own error types
-            tried.append(f"cupy: {e}")
+    backend = _torch(device, tried) or _cupy(device, tried)
     if backend is None:
         raise Refusal("no ROCm array library with a device: install torch for ROCm or CuPy for ROCm (" +
                       "; ".join(tried) + "), or run with --dry-run")
