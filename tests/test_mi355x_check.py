@@ -126,11 +126,16 @@ def test_select_by_kernel_and_length():
 
 
 def test_refuses_without_rocm(capsys):
-    """This machine has no AMD GPU (and CuPy, if any, is a CUDA build): a plain run says what is missing."""
-    with pytest.raises(mi355x_device.Refusal, match="torch for ROCm or CuPy for ROCm"):
-        mi355x_device.detect(0, dry_run=False)
+    """Without a ROCm array library and a gfx950 device (CI, the Hopper machines) a plain run says what is missing."""
+    try:
+        backend = mi355x_device.detect(0, dry_run=False)
+    except mi355x_device.Refusal as e:
+        message = str(e)
+        assert "torch for ROCm or CuPy for ROCm" in message or "not an MI355X" in message
+    else:
+        pytest.skip(f"this machine has a ROCm {backend.arch} through {backend.name}")
     assert mi355x_check.main(["--only", "quantize_d32"]) == 2
-    assert "--dry-run" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_every_kernel_form_and_length():
