@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import markers
-from flashprefill import fp8, reference
+from flashprefill import fp8
 from test_gfx950_kernel_emulated import ROOT
 from gfx950_bounds import bf16_verdict, fp8_verdicts  # tools/, on sys.path from there
 from test_gfx950_varlen_emulated import (BLOCK_TOKENS, DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES,
