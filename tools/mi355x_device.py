@@ -29,7 +29,7 @@ class Torch:
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
         self.clock = torch.cuda
-        self.arch = _arch(torch.cuda.get_device_properties(device).gcnArchName)
+        self.arch = _arch(getattr(torch.cuda.get_device_properties(device), "gcnArchName", ""))
 
     def to_device(self, x):
         x = np.ascontiguousarray(x)
@@ -87,7 +87,7 @@ class Cupy:
     def __init__(self, cupy, device):
         self.cupy, self.device = cupy, device
         cupy.cuda.Device(device).use()
-        self.arch = _arch(cupy.cuda.runtime.getDeviceProperties(device)["gcnArchName"])
+        self.arch = _arch(cupy.cuda.runtime.getDeviceProperties(device).get("gcnArchName", ""))
 
     def to_device(self, x):
         """bf16 and e4m3 travel as unsigned integers of their size, then are seen as their ml_dtypes dtype."""
