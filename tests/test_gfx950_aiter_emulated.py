@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import GlobalMemory, load_code_object, run_kernel  # noqa: E402
 from gfx950_emu.aiter_args import (F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS,  # noqa: E402
-                                   pack_slots)
+                                   fmha_fwd_v3_launch, mangled, pack_slots)
 
 pytestmark = [markers.needs_objdump22, markers.needs_aiter]
 RNG = np.random.default_rng()
@@ -59,11 +59,6 @@ def run_aiter(path, name, grid, workitems, kernarg, mem):
     return run_kernel(co, name, grid, workitems, kernarg, mem, enforce_waits=False)
 
 
-def mangled(name: str) -> str:
-    """aiter's kernel symbol for `name` (`_ZN5aiter<len><name>E`, as its launchers build it)."""
-    return f"_ZN5aiter{len(name)}{name}E"
-
-
 def rounded(x, dtype):
     return np.asarray(x).astype(np.float32).astype(dtype).astype(np.float64)
 
@@ -78,12 +73,6 @@ def check(out, ref, model, what):
 
 
 # ---- fmha_v3 forward, bf16, causal and not -----------------------------------------------------------------------
-FMHA = {  # head dim q -> (kernel, query rows per tile, work-items), from codegen.py; "_causal" for the mask
-    128: ("fmha_fwd_hd128_bf16", 256, 512),
-    192: ("fmha_fwd_hd192_hd128_bf16", 128, 256),
-}
-
-
 def fmha_model(q, k, v, scale, causal):
     """Attention with P = exp(s - rowmax) rounded to bf16 for the P.V product, output rounded to bf16."""
     b, s, h, _ = q.shape
@@ -102,9 +91,6 @@ def fmha_model(q, k, v, scale, causal):
     (128, 256, 1, 1, True), (128, 300, 2, 1, True), (128, 130, 2, 2, True), (192, 200, 1, 1, True),
     (192, 320, 2, 1, True), (128, 300, 1, 1, False), (192, 200, 1, 1, False)])
 def test_fmha_v3_fwd_bf16(head_dim_q, seqlen, heads_q, heads_kv, causal):
-    name, tile_rows, workitems = FMHA[head_dim_q]
-    name += "_causal" if causal else ""
-    path = f"fmha_v3_fwd/fwd_{name.removeprefix('fmha_fwd_')}.co"
     head_dim_v, batch = 128, 1
     q = RNG.standard_normal((batch, seqlen, heads_q, head_dim_q)).astype(BF16)
     k = RNG.standard_normal((batch, seqlen, heads_kv, head_dim_q)).astype(BF16)
@@ -114,23 +100,11 @@ def test_fmha_v3_fwd_bf16(head_dim_q, seqlen, heads_q, heads_kv, causal):
     lse = np.full((batch, heads_q, seqlen), np.nan, np.float32)
     ptrs = [mem.alloc_array(x) for x in (out, q, k, v, lse)]
     scale = head_dim_q ** -0.5
-    bf16_bytes = 2
-
-    def strides(x):     # (seq, head, batch) strides in bytes
-        return [x.strides[i] // x.itemsize * bf16_bytes for i in (1, 2, 0)]
-    (q_seq, q_head, q_batch), (k_seq, k_head, k_batch) = strides(q), strides(k)
-    (v_seq, v_head, v_batch), (o_seq, o_head, o_batch) = strides(v), strides(out)
-    args = dict(
-        ptr_o=ptrs[0], ptr_q=ptrs[1], ptr_k=ptrs[2], ptr_v=ptrs[3], ptr_lse=ptrs[4], scalar=scale,
-        s_seq_len=seqlen, s_Seqs=q_seq, s_Ts=tile_rows * q_seq, s_Hs=q_head, s_Bs=q_batch,
-        s_gqa=heads_q // heads_kv, s_k_Seqs=k_seq, s_k_Hs=k_head, s_k_Bs=k_batch,
-        s_opt=5 if heads_q % 8 == 0 else 3, s_lse=1, s_kv_seq_len=seqlen, s_qk_head_dim=head_dim_q,
-        s_v_head_dim=head_dim_v, s_q_head_num=heads_q, s_v_Seqs=v_seq, s_v_Hs=v_head, s_v_Bs=v_batch,
-        s_o_Seqs=o_seq, s_o_Hs=o_head, s_o_Bs=o_batch, ptr_qseq=0, ptr_kseq=0, s_lse_Hs=seqlen * 4,
-        ptr_qseq_padding=0, ptr_kseq_padding=0)
-    tiles_per_workgroup = 2 if causal else 1     # codegen.py's tg_div: causal pairs a short and a long tile
-    grid = (((seqlen + tile_rows - 1) // tile_rows + tiles_per_workgroup - 1) // tiles_per_workgroup, heads_q, batch)
-    stats = run_aiter(path, mangled(name), grid, workitems, pack_slots(FMHA_FWD_V3_FIELDS, args), mem)
+    strides = {n: [x.strides[i] // x.itemsize for i in (1, 2, 0)] for n, x in zip("oqkv", (out, q, k, v))}
+    launch = fmha_fwd_v3_launch(dict(zip(("o", "q", "k", "v", "lse"), ptrs)), q.shape, k.shape, strides, causal,
+                                scale)
+    name = launch.symbol
+    stats = run_aiter(launch.code_object, name, launch.grid, launch.workitems, launch.kernarg, mem)
 
     got = mem.read(ptrs[0], BF16, out.shape).astype(np.float64)
     got_lse = mem.read(ptrs[4], np.float32, lse.shape).astype(np.float64)

@@ -6,6 +6,7 @@ Those structs are `__attribute__((packed))` and give every field a 16-byte slot:
 ints), a 32-bit scalar then `p3` (three). So a struct is its field list, field i at byte 16 * i, the padding zero.
 The code objects' metadata notes state the same sizes (checked by the emulator at launch).
 """
+import dataclasses
 import struct
 
 SLOT_BYTES = 16
@@ -51,3 +52,49 @@ F8_BLOCK_SCALE_GEMM_FIELDS = (
     ("Xs", "I"), ("Ws", "I"), ("Cs", "I"), ("tmp0", "I"), ("tmp1", "I"), ("tmp2", "I"), ("tmp3", "I"),
     ("splitk", "I"), ("activation", "I"), ("ptr_tmp3", "P"),
 )
+
+
+# fmha_v3 forward by head dim of q: (kernel, query rows per tile, work-items per workgroup), from
+# aiter_meta/hsa/gfx950/fmha_v3_fwd/codegen.py; "_causal" names the masked kernel. dim_v is 128 for both.
+FMHA_FWD_V3_KERNELS = {128: ("fmha_fwd_hd128_bf16", 256, 512), 192: ("fmha_fwd_hd192_hd128_bf16", 128, 256)}
+FMHA_FWD_V3_DIM_V = 128
+
+
+def mangled(name: str) -> str:
+    """aiter's kernel symbol for `name` (`_ZN5aiter<len><name>E`, as its launchers build it)."""
+    return f"_ZN5aiter{len(name)}{name}E"
+
+
+@dataclasses.dataclass(frozen=True)
+class AiterLaunch:
+    code_object: str  # relative to aiter_meta/hsa/gfx950/
+    symbol: str
+    grid: tuple       # workgroups (x, y, z)
+    workitems: int    # per workgroup, along x
+    kernarg: bytes
+
+
+def fmha_fwd_v3_launch(pointers: dict, q_shape, k_shape, strides: dict, causal: bool, scale: float) -> AiterLaunch:
+    """The launch of fmha_v3 forward bf16 on equal-length q (batch, seqlen, heads_q, dim_q), k (batch, seqlen,
+    heads_kv, dim_q), v (batch, seqlen, heads_kv, 128) into out (batch, seqlen, heads_q, 128) and lse float32
+    (batch, heads_q, seqlen), as the wheel's launcher builds it. pointers: {"o", "q", "k", "v", "lse"} device
+    addresses; strides: {"o", "q", "k", "v"}: (seq, head, batch) in elements. KeyError for a dim_q without a kernel."""
+    batch, seqlen, heads_q, dim_q = q_shape
+    heads_kv = k_shape[2]
+    name, tile_rows, workitems = FMHA_FWD_V3_KERNELS[dim_q]
+    name += "_causal" if causal else ""
+    bf16_bytes = 2
+    (q_seq, q_head, q_batch), (k_seq, k_head, k_batch), (v_seq, v_head, v_batch), (o_seq, o_head, o_batch) = (
+        [s * bf16_bytes for s in strides[x]] for x in ("q", "k", "v", "o"))
+    args = dict(
+        ptr_o=pointers["o"], ptr_q=pointers["q"], ptr_k=pointers["k"], ptr_v=pointers["v"], ptr_lse=pointers["lse"],
+        scalar=scale, s_seq_len=seqlen, s_Seqs=q_seq, s_Ts=tile_rows * q_seq, s_Hs=q_head, s_Bs=q_batch,
+        s_gqa=heads_q // heads_kv, s_k_Seqs=k_seq, s_k_Hs=k_head, s_k_Bs=k_batch,
+        s_opt=5 if heads_q % 8 == 0 else 3, s_lse=1, s_kv_seq_len=seqlen, s_qk_head_dim=dim_q,
+        s_v_head_dim=FMHA_FWD_V3_DIM_V, s_q_head_num=heads_q, s_v_Seqs=v_seq, s_v_Hs=v_head, s_v_Bs=v_batch,
+        s_o_Seqs=o_seq, s_o_Hs=o_head, s_o_Bs=o_batch, ptr_qseq=0, ptr_kseq=0, s_lse_Hs=seqlen * 4,
+        ptr_qseq_padding=0, ptr_kseq_padding=0)
+    tiles_per_workgroup = 2 if causal else 1  # codegen.py's tg_div: causal pairs a short and a long tile
+    grid = ((-(-seqlen // tile_rows) + tiles_per_workgroup - 1) // tiles_per_workgroup, heads_q, batch)
+    return AiterLaunch(f"fmha_v3_fwd/fwd_{name.removeprefix('fmha_fwd_')}.co", mangled(name), grid, workitems,
+                       pack_slots(FMHA_FWD_V3_FIELDS, args))

@@ -1,0 +1,189 @@
+"""tools/mi355x_check.py on the host: its dry run (numpy stand-ins for every device call) over each form, a wrong or
+unwritten output failing it, its arguments, its refusal without ROCm, and the case table. The device path (torch or
+CuPy for ROCm, HIP events, aiter launches through libamdhip64) has never run: no AMD GPU was available."""
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import markers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import mi355x_cases as cases  # noqa: E402
+import mi355x_check  # noqa: E402
+import mi355x_device  # noqa: E402
+from mi355x_standins import StandIns  # noqa: E402
+
+FAST = ["--dry-run", "--rounds", "1", "--launches", "1", "--idle-s", "0"]
+# one case of each form, small: the dry run's stand-ins compute on the host in float64
+EVERY_FORM = ["bf16_d128_causal_2x200x200x4x2", "fp8_d128_varlen_set0", "bf16_d192_paged64_set0",
+              "quantize_d192_2x200x2"]
+
+
+def _run(tmp_path, names, *extra):
+    rc = mi355x_check.main(FAST + ["--out", str(tmp_path), "--only", *names, *extra])
+    return rc, json.loads((tmp_path / "mi355x_check.json").read_text())
+
+
+def test_dry_run_checks_every_form(tmp_path, capsys):
+    rc, report = _run(tmp_path, EVERY_FORM)
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert report["dry_run"] and [c["case"] for c in report["cases"]] == [
+        c.name for c in cases.all_cases() if c.name in EVERY_FORM]
+    for case in report["cases"]:
+        assert case["ok"] and case["checks"] and all(c["ok"] for c in case["checks"]), case
+        assert case["timing"]["flashprefill"]["median_ms"] > 0
+    varlen = next(c["checks"] for c in report["cases"] if c["form"] == "varlen")
+    assert not any(c["what"].startswith("sequence 1 ") for c in varlen)  # sequence 1 has no queries
+    # 360 queries over 380 keys: judged on the first and the last 128 rows; 300 queries over 30 keys: the first
+    # 128 see no key (out 0, lse -inf)
+    judged = {c["what"] for c in varlen}
+    assert {"sequence 4 rows 0..127 lse", "sequence 4 rows 232..359 lse", "sequence 3 rows 0..127 out"} <= judged
+    if markers.AITER_GFX950 is not None:  # equal lengths: aiter's fmha_v3 beside ours, checked alike
+        first = next(c for c in report["cases"] if c["form"] == "equal")
+        assert first["aiter_checks"] and all(c["ok"] for c in first["aiter_checks"])
+        assert first["ours_over_aiter"] > 0 and "aiter" in first["timing"]
+    table = (tmp_path / "mi355x_check.md").read_text()
+    assert "4 of 4 cases pass" in table and all(f"| {name} |" in table for name in EVERY_FORM)
+    assert "rocprofv3 --pmc SQ_WAVES SQ_INSTS_VALU SQ_INSTS_MFMA" in printed
+    assert f"--only {EVERY_FORM[0]} " in printed and "SQ_WAVES per call should be 64" in printed  # 1 x 4 x 2 x 8
+
+
+def _spoiled_attention(how):
+    original = StandIns.attention
+
+    def attention(self, *args, **kwargs):
+        out, lse = original(self, *args, **kwargs)
+        if how == "unwritten":
+            out[1, 150, 3, 7] = np.nan
+        elif how == "perturbed":
+            out[0, 199, 0] = out[0, 199, 0].astype(np.float32) + 0.25
+        else:
+            lse[1, 2, 17] += 0.01
+        return out, lse
+    return attention
+
+
+@pytest.mark.parametrize("how", ["unwritten", "perturbed", "lse"])
+def test_a_wrong_attention_output_fails(tmp_path, monkeypatch, how):
+    monkeypatch.setattr(StandIns, "attention", _spoiled_attention(how))
+    rc, report = _run(tmp_path, ["bf16_d128_causal_2x200x200x4x2"], "--no-aiter")
+    assert rc == 1
+    failed = [c for c in report["cases"][0]["checks"] if not c["ok"]]
+    assert failed and failed[0]["detail"], report["cases"][0]["checks"]
+    assert ("lse" in failed[0]["what"]) == (how == "lse")
+    assert "0 of 1 cases pass" in (tmp_path / "mi355x_check.md").read_text()
+
+
+def test_a_wrong_code_fails(tmp_path, monkeypatch):
+    original = StandIns.quantize_fp8
+
+    def quantize_fp8(x, block=128, *, codes=None, exponents=None):
+        codes, scales = original(x, block, codes=codes, exponents=exponents)
+        codes.view(np.uint8)[1, 100, 1, 5] ^= 1
+        return codes, scales
+    monkeypatch.setattr(StandIns, "quantize_fp8", staticmethod(quantize_fp8))
+    rc, report = _run(tmp_path, ["quantize_d64_2x200x2"])
+    assert rc == 1
+    codes = report["cases"][0]["checks"][0]
+    assert not codes["ok"] and "first at [1, 100, 1, 5]" in codes["detail"]
+
+
+def test_a_refusal_of_the_library_fails_the_case(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ValueError("not taken")
+    monkeypatch.setattr(StandIns, "attention_varlen", staticmethod(refuse))
+    rc, report = _run(tmp_path, ["bf16_d128_varlen_set0"])
+    assert rc == 1 and report["cases"][0]["error"] == "ValueError: not taken"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "fwd_bf16_hd256"], "no case or kernel named fwd_bf16_hd256"),
+    (["--only", "fwd_fp8_qk192", "--max-seqlen", "8"], "no case of ['fwd_fp8_qk192'] has sequences of at most 8"),
+])
+def test_selection_refused(argv, message, capsys):
+    assert mi355x_check.main(FAST + argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--launches", "-1"], ["--max-seqlen", "0"],
+                                  ["--idle-s", "-1"], ["--rounds", "many"]])
+def test_bad_arguments(argv):
+    with pytest.raises(SystemExit) as e:
+        mi355x_check.parse(argv)
+    assert e.value.code == 2
+
+
+def test_select_by_kernel_and_length():
+    chosen = mi355x_check.select(cases.all_cases(), ["quantize_d128", "fwd_bf16_qk192"], 4096)
+    assert {c.kernel for c in chosen} == {"quantize_d128", "fwd_bf16_qk192"}
+    assert all(c.longest <= 4096 for c in chosen) and {c.form for c in chosen} == {"quantize", "equal", "varlen",
+                                                                                   "paged"}
+
+
+def test_refuses_without_rocm(capsys):
+    """Without a ROCm array library and a gfx950 device (CI, the Hopper machines) a plain run says what is missing."""
+    try:
+        backend = mi355x_device.detect(0, dry_run=False)
+    except mi355x_device.Refusal as e:
+        message = str(e)
+        assert "torch for ROCm or CuPy for ROCm" in message or "not an MI355X" in message
+    else:
+        pytest.skip(f"this machine has a ROCm {backend.arch} through {backend.name}")
+    assert mi355x_check.main(["--only", "quantize_d32"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_every_kernel_form_and_length():
+    all_cases = cases.all_cases()
+    assert len({c.name for c in all_cases}) == len(all_cases)
+    built = {p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s")}
+    assert {c.kernel for c in all_cases} == built
+    for kernel in {c.kernel for c in all_cases if c.kernel.startswith("fwd_")}:
+        mine = [c for c in all_cases if c.kernel == kernel]
+        assert {c.form for c in mine} == {"equal", "varlen", "paged"}
+        assert max(c.longest for c in mine) == 16384 and min(c.longest for c in mine) <= 400
+        assert any(c.causal for c in mine) and any(not c.causal for c in mine)
+    assert {c.descale for c in all_cases if c.dtype == "fp8"} == {"per_head", "per_block"}
+
+
+@pytest.mark.parametrize("sq, sk, causal, expected", [
+    (200, 200, True, [(0, 200, 200)]),
+    (16384, 16384, True, [(0, 128, 128), (16256, 16384, 16384)]),
+    (700, 1300, True, [(0, 128, 728), (572, 700, 1300)]),
+    (4096, 4096, False, [(0, 128, 4096), (3968, 4096, 4096)]),
+    (300, 30, True, [(0, 128, 0), (172, 300, 30)]),
+])
+def test_row_blocks(sq, sk, causal, expected):
+    assert cases.row_blocks(sq, sk, causal) == expected
+
+
+@pytest.mark.emulator
+@markers.needs_llvm22
+def test_emulator_counts_beside_the_rocprof_lines(tmp_path, capsys):
+    """--emulator-counts: what the SQ counters should read per dispatch, from the built code object in the emulator."""
+    name = "bf16_d128_causal_2x200x200x4x2"
+    rc, report = _run(tmp_path, [name], "--no-aiter", "--emulator-counts")
+    assert rc == 0
+    counts = report["cases"][0]["emulator_counts"]
+    case = next(c for c in cases.all_cases() if c.name == name)
+    assert counts["SQ_WAVES"] == mi355x_check.expected_waves(case) == 64
+    instructions = report["cases"][0]["emulator_instructions"]
+    assert counts["SQ_INSTS_MFMA"] == sum(n for m, n in instructions.items() if m.startswith("v_mfma")) > 0
+    assert counts["SQ_INSTS_VALU"] > counts["SQ_INSTS_MFMA"] and counts["SQ_INSTS_LDS"] > 0
+    assert f"SQ_INSTS_MFMA {counts['SQ_INSTS_MFMA']}," in capsys.readouterr().out
+
+
+def test_seed_replays_a_case_alone(tmp_path):
+    """--seed S --only NAME gives NAME the inputs it had in a run of more cases with seed S (equal errors)."""
+    name = "bf16_d128_causal_2x200x200x4x2"
+    _, together = _run(tmp_path / "together", ["quantize_d32_2x200x2", name], "--no-aiter", "--seed", "5")
+    _, alone = _run(tmp_path / "alone", [name], "--no-aiter", "--seed", "5")
+    _, other = _run(tmp_path / "other", [name], "--no-aiter", "--seed", "6")
+    errors = [[c["error"] for c in next(x for x in r["cases"] if x["case"] == name)["checks"]]
+              for r in (together, alone, other)]
+    assert errors[0] == errors[1] != errors[2]

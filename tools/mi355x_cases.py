@@ -1,0 +1,303 @@
+"""The cases of tools/mi355x_check.py: every gfx950 forward kernel (bf16 and fp8, dim 128 and dim_qk 192 / dim_v
+128) in its equal-length, varlen and paged forms, and the quantizer, over shapes from small to 16k; for each, fresh
+random host inputs, the library call that runs it, and the judgement of its outputs against the float64 reference
+and the fp8 numpy model with the bounds of tools/gfx950_bounds.py (the emulated tests' own).
+
+Long sequences are judged on their first and last JUDGED_ROWS query rows (every head): the float64 reference of all
+16k rows would take minutes per case on the host, and the first and last rows see the fewest and the most keys.
+"""
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+
+from flashprefill import fp8, prepare, reference
+from gfx950_bounds import Verdict, bf16_floor, bf16_verdict, fp8_verdicts, lse_verdict
+
+BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
+DIM_V = 128
+JUDGED_ROWS = 128
+E4M3_NAN_CODE, EXPONENT_POISON = 0x7F, -128
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv) of the equal-length cases; the first is small enough for a dry run
+EQUAL_SHAPES = [(2, 200, 200, 4, 2), (1, 700, 1300, 8, 2), (1, 4096, 4096, 32, 8), (1, 16384, 16384, 32, 8)]
+NOT_CAUSAL_SHAPES = EQUAL_SHAPES[:1] + EQUAL_SHAPES[2:3]
+# (seqlen_q, seqlen_k) per sequence: the emulated tests' batch (length 1, no queries, no keys, more queries than
+# keys, two workgroups), then one of long sequences
+SEQUENCE_SETS = [((1, 1), (0, 37), (45, 0), (300, 30), (360, 380)),
+                 ((77, 2000), (1000, 1000), (4096, 4096), (16384, 16384))]
+VARLEN_HEADS = (8, 2)
+PAGE_SIZES = (64, 256)      # per sequence set
+PER_BLOCK_TOKENS = 128
+QUANTIZE_DIMS = tuple(range(32, 257, 32))  # every quantize_d<dim> code object
+QUANTIZE_SHAPES = ((2, 200, 2), (2, 4099, 8))  # (batch, seq, heads), partial last blocks
+QUANTIZE_BLOCK = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    kernel: str           # the code object (build/gfx950/<kernel>.co), what rocprofv3 names
+    form: str             # "equal", "varlen", "paged", "quantize"
+    dtype: str            # "bf16", "fp8"
+    dim_qk: int
+    causal: bool
+    heads: tuple          # (heads_q, heads_kv); the quantizer: (heads, heads)
+    lengths: tuple        # (seqlen_q, seqlen_k) per sequence; the quantizer: (seq, seq) per batch entry
+    descale: str = ""     # fp8: "per_head" factors or "per_block" exponents
+    page_size: int = 0
+
+    @property
+    def longest(self):
+        return max(max(pair) for pair in self.lengths)
+
+    @property
+    def flops(self):
+        """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 quantizing."""
+        if self.form == "quantize":
+            return 0
+        pairs = sum(visible_pairs(sq, sk, self.causal) for sq, sk in self.lengths)
+        return 2 * (self.dim_qk + DIM_V) * self.heads[0] * pairs
+
+
+def visible_pairs(sq, sk, causal):
+    if not causal:
+        return sq * sk
+    return int(np.clip(np.arange(sq) + sk - sq + 1, 0, sk).sum())
+
+
+def _kernel(dtype, dim_qk):
+    return f"fwd_{dtype}_{'hd128' if dim_qk == 128 else f'qk{dim_qk}'}"
+
+
+def all_cases():
+    cases = []
+    for dtype in ("bf16", "fp8"):
+        for dim_qk in (128, 192):
+            kernel, base = _kernel(dtype, dim_qk), f"{dtype}_d{dim_qk}"
+            descale = "per_head" if dtype == "fp8" else ""
+            for (b, sq, sk, hq, hkv) in EQUAL_SHAPES:
+                for causal in (True, False) if (b, sq, sk, hq, hkv) in NOT_CAUSAL_SHAPES else (True,):
+                    cases.append(Case(f"{base}_{'causal' if causal else 'full'}_{b}x{sq}x{sk}x{hq}x{hkv}", kernel,
+                                      "equal", dtype, dim_qk, causal, (hq, hkv), ((sq, sk),) * b, descale))
+            if dtype == "fp8":
+                b, sq, sk, hq, hkv = EQUAL_SHAPES[2]
+                cases.append(Case(f"{base}_causal_{b}x{sq}x{sk}x{hq}x{hkv}_per_block", kernel, "equal", dtype,
+                                  dim_qk, True, (hq, hkv), ((sq, sk),) * b, "per_block"))
+            for i, (lengths, page_size) in enumerate(zip(SEQUENCE_SETS, PAGE_SIZES)):
+                cases.append(Case(f"{base}_varlen_set{i}", kernel, "varlen", dtype, dim_qk, True, VARLEN_HEADS,
+                                  lengths, descale))
+                cases.append(Case(f"{base}_paged{page_size}_set{i}", kernel, "paged", dtype, dim_qk, True,
+                                  VARLEN_HEADS, lengths, descale, page_size))
+    for batch, seq, heads in QUANTIZE_SHAPES:
+        for dim in QUANTIZE_DIMS:
+            cases.append(Case(f"quantize_d{dim}_{batch}x{seq}x{heads}", f"quantize_d{dim}", "quantize", "bf16", dim,
+                              False, (heads, heads), ((seq, seq),) * batch))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Host inputs
+
+@dataclasses.dataclass
+class Sequence:
+    """One sequence's problem on the host: q (1, sq, hq, dim_qk), k (1, sk, hkv, dim_qk), v (1, sk, hkv, 128), bf16
+    values or e4m3 codes; fp8: scales, float64 per token (1, seq, heads) of q, k and v."""
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scales: tuple = None
+
+
+def _normal(rng, shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def _per_head(x, heads_kv):
+    """e4m3 codes of x (batch, seq, heads, dim) and descale factors float32 (batch, heads_kv), one per KV head's group
+    of heads (as FA3's descales)."""
+    batch, seq, heads, dim = x.shape
+    amax = np.abs(x).reshape(batch, seq, heads_kv, -1).max(axis=(1, 3)) if seq else np.ones((batch, heads_kv))
+    descale = (np.maximum(amax, 1e-12) / 448.0).astype(np.float32)
+    scale = np.repeat(descale, heads // heads_kv, axis=1)[:, None, :, None]
+    return (x / scale).astype(E4M3), descale
+
+
+def token_scales(descale, seq, heads):
+    """float64 (batch, seq, heads) per-token scales of a descale: factors (batch, heads_kv) or (exponents,
+    block_tokens) of per-block exponents (batch, heads, blocks)."""
+    if isinstance(descale, tuple):
+        exponents, block_tokens = descale
+        return fp8.block_scales(np.asarray(exponents), seq, block_tokens)
+    factors = np.asarray(descale, np.float64)
+    return np.broadcast_to(np.repeat(factors, heads // factors.shape[1], axis=1)[:, None, :],
+                           (factors.shape[0], seq, heads))
+
+
+def equal_inputs(case, rng):
+    """({q, k, v, and fp8: q_descale, k_descale, v_descale as factors or (exponents, block_tokens)}, [Sequence])."""
+    (hq, hkv), batch, (sq, sk) = case.heads, len(case.lengths), case.lengths[0]
+    raw = [_normal(rng, (batch, s, h, d)) for s, h, d in ((sq, hq, case.dim_qk), (sk, hkv, case.dim_qk),
+                                                          (sk, hkv, DIM_V))]
+    if case.dtype == "bf16":
+        arrays = dict(zip("qkv", (x.astype(BF16) for x in raw)))
+        return arrays, [Sequence(*(arrays[n][b:b + 1] for n in "qkv")) for b in range(batch)]
+    if case.descale == "per_block":
+        quantized = [fp8.quantize_blocks(x, PER_BLOCK_TOKENS) for x in raw]
+        codes = [c.view(E4M3) for c, _ in quantized]
+        descales = [(e, PER_BLOCK_TOKENS) for _, e in quantized]
+    else:
+        codes, descales = zip(*(_per_head(x, hkv) for x in raw))
+    arrays = dict(zip("qkv", codes))
+    arrays.update({f"{n}_descale": d for n, d in zip("qkv", descales)})
+    scales = [token_scales(d, x.shape[1], x.shape[2]) for d, x in zip(descales, codes)]
+    return arrays, [Sequence(*(c[b:b + 1] for c in codes), tuple(s[b:b + 1] for s in scales)) for b in range(batch)]
+
+
+def varlen_inputs(case, rng):
+    """({q, k, v packed (total, heads, dim), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, fp8: descales
+    (batch, heads_kv) per sequence; paged: k, v caches (pages, page_size, heads_kv, dim), block_table, seqused_k},
+    [Sequence])."""
+    (hq, hkv), lengths = case.heads, case.lengths
+    cu = [np.concatenate([[0], np.cumsum([pair[i] for pair in lengths])]).astype(np.int32) for i in (0, 1)]
+    raw = [_normal(rng, (1, int(c[-1]), h, d)) for c, h, d in ((cu[0], hq, case.dim_qk), (cu[1], hkv, case.dim_qk),
+                                                               (cu[1], hkv, DIM_V))]
+    if case.dtype == "bf16":
+        packed, descales = [x[0].astype(BF16) for x in raw], None
+    else:  # one factor per KV head for the whole batch, given per sequence
+        codes, factors = zip(*(_per_head(x, hkv) for x in raw))
+        packed = [c[0] for c in codes]
+        descales = [np.repeat(f, len(lengths), axis=0) for f in factors]
+    sequences = []
+    for b, (sq, sk) in enumerate(lengths):
+        rows = [slice(int(cu[i][b]), int(cu[i][b + 1])) for i in (0, 1, 1)]  # of q, k, v
+        seq_arrays = [x[r][None] for x, r in zip(packed, rows)]
+        scales = None if descales is None else tuple(
+            token_scales(d[b:b + 1], n, h) for d, n, h in zip(descales, (sq, sk, sk), (hq, hkv, hkv)))
+        sequences.append(Sequence(*seq_arrays, scales))
+    arrays = dict(zip("qkv", packed), cu_seqlens_q=cu[0], cu_seqlens_k=cu[1],
+                  max_seqlen_q=max(max(sq for sq, _ in lengths), 1), max_seqlen_k=max(max(sk for _, sk in lengths), 1))
+    if descales is not None:
+        arrays.update({f"{n}_descale": d for n, d in zip("qkv", descales)})
+    if case.form == "paged":
+        arrays.update(_paged(rng, packed[1], packed[2], cu[1], case.page_size))
+    return arrays, sequences
+
+
+def _paged(rng, k, v, cu_k, page_size):
+    """k and v (total_k, heads_kv, dim) laid out in shuffled pages of caches whose unused rows hold NaN, the block
+    table (batch, max_pages) and seqused_k; cu_seqlens_k becomes None."""
+    lengths = np.diff(cu_k)
+    pages_of = [-(-int(n) // page_size) for n in lengths]
+    order = rng.permutation(sum(pages_of) + 1)  # one page no sequence names
+    table = np.zeros((len(lengths), max(max(pages_of), 1)), np.int32)
+    caches = []
+    for x in (k, v):
+        fill = np.array(np.nan, BF16) if x.dtype == BF16 else np.array(E4M3_NAN_CODE, np.uint8).view(E4M3)
+        caches.append(np.full((len(order), page_size) + x.shape[1:], fill, x.dtype))
+    first = 0
+    for b, n in enumerate(lengths):
+        pages = order[first:first + pages_of[b]]
+        first += pages_of[b]
+        table[b, :len(pages)] = pages
+        for cache, x in zip(caches, (k, v)):
+            rows = x[cu_k[b]:cu_k[b + 1]]
+            for j, page in enumerate(pages):
+                part = rows[j * page_size:(j + 1) * page_size]
+                cache[page, :len(part)] = part
+    return dict(k=caches[0], v=caches[1], cu_seqlens_k=None, block_table=table, seqused_k=lengths.astype(np.int32))
+
+
+def quantize_inputs(case, rng):
+    """({x bf16 (batch, seq, heads, dim)}, []): N(0, 1) times 2^-6..2^6 per 16 tokens, one channel 30x larger."""
+    (heads, _), batch, (seq, _) = case.heads, len(case.lengths), case.lengths[0]
+    x = _normal(rng, (batch, seq, heads, case.dim_qk))
+    x *= np.exp2(rng.integers(-6, 7, (batch, -(-seq // 16), heads)))[:, np.arange(seq) // 16, :, None]
+    x[..., 3] *= 30
+    return {"x": x.astype(BF16)}, []
+
+
+def inputs(case, rng):
+    return {"equal": equal_inputs, "varlen": varlen_inputs, "paged": varlen_inputs,
+            "quantize": quantize_inputs}[case.form](case, rng)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Judgement
+
+def row_blocks(sq, sk, causal, rows=JUDGED_ROWS):
+    """[(first row, end row, keys they may see)]: all rows when there are at most 2 * rows, else the first and the
+    last `rows`; causal (aligned bottom-right) rows r0..r1-1 see no key past sk - sq + r1 - 1."""
+    spans = [(0, sq)] if sq <= 2 * rows else [(0, rows), (sq - rows, sq)]
+    return [(r0, r1, int(np.clip(sk - sq + r1, 0, sk)) if causal else sk) for r0, r1 in spans]
+
+
+def models(seq, causal, rows=None):
+    """What the kernel's output should be near, for query rows `rows` = (r0, r1, keys): bf16: (float64 reference,
+    its lse, bf16_floor); fp8: (float64 reference of the dequantized inputs, the model's lse, the fp8 model)."""
+    r0, r1, keys = rows or (0, seq.q.shape[1], seq.k.shape[1])
+    q, k, v = seq.q[:, r0:r1], seq.k[:, :keys], seq.v[:, :keys]
+    if seq.scales is None:
+        ref, ref_lse = reference.attention_reference(q, k, v, causal=causal, return_lse=True)
+        return ref, ref_lse, bf16_floor(q, k, v, causal)
+    qs, ks, vs = seq.scales[0][:, r0:r1], seq.scales[1][:, :keys], seq.scales[2][:, :keys]
+    model, model_lse = fp8.attention_fp8_model(q.view(np.uint8), k.view(np.uint8), v.view(np.uint8), qs, ks, vs,
+                                               causal=causal, kv_tile=64, return_lse=True)
+    values = [x.astype(np.float64) * s[..., None] for x, s in ((q, qs), (k, ks), (v, vs))]
+    return reference.attention_reference(*values, causal=causal), model_lse, model
+
+
+def judge_sequence(seq, out, lse, causal):
+    """[(what, Verdict)] of one sequence's out (1, sq, hq, 128) and lse (1, hq, sq) (float64)."""
+    verdicts = []
+    sq = seq.q.shape[1]
+    for r0, r1, keys in row_blocks(sq, seq.k.shape[1], causal):
+        where = f"rows {r0}..{r1 - 1}"
+        got, got_lse = out[:, r0:r1], lse[:, :, r0:r1]
+        if keys == 0:  # no row sees a key: out 0, lse -inf
+            err = reference.relative_l2(got, np.zeros_like(got))
+            verdicts.append((f"{where} out", Verdict(err == 0, err, 0.0, "rows that see no key must be 0")))
+            verdicts.append((f"{where} lse", lse_verdict(got_lse, np.full(got_lse.shape, -np.inf))))
+            continue
+        ref, ref_lse, model = models(seq, causal, (r0, r1, keys))
+        if seq.scales is None:
+            verdicts.append((f"{where} out", bf16_verdict(got, ref, model)))
+        else:
+            against_model, against_ref = fp8_verdicts(got, model, ref)
+            verdicts += [(f"{where} out vs model", against_model), (f"{where} out vs float64", against_ref)]
+        verdicts.append((f"{where} lse", lse_verdict(got_lse, ref_lse)))
+    return verdicts
+
+
+def judge(case, sequences, arrays, results):
+    """[(what, Verdict)] of a case's host results: attention (out, lse) in its form's layout; quantize (codes,
+    exponents)."""
+    if case.form == "quantize":
+        return judge_quantize(arrays["x"], *results)
+    out, lse = (np.asarray(x).astype(np.float64) for x in results)
+    verdicts = []
+    if case.form == "equal":
+        for b, seq in enumerate(sequences):
+            verdicts += [(f"batch {b} {what}", v) for what, v in judge_sequence(seq, out[b:b + 1], lse[b:b + 1],
+                                                                                case.causal)]
+        return verdicts
+    cu_q = arrays["cu_seqlens_q"]
+    for b, seq in enumerate(sequences):
+        if seq.q.shape[1] == 0:
+            continue  # no row of out or lse is the sequence's
+        rows = slice(int(cu_q[b]), int(cu_q[b + 1]))
+        verdicts += [(f"sequence {b} {what}", v) for what, v in
+                     judge_sequence(seq, out[rows][None], lse[:, rows][None], case.causal)]
+    return verdicts
+
+
+def judge_quantize(x, codes, exponents):
+    """Bit for bit against fp8.quantize_blocks of the quantizer's transform (no rotation, no smoothing)."""
+    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(np.asarray(x, np.float32)), QUANTIZE_BLOCK)
+    codes, exponents = np.asarray(codes).view(np.uint8), np.asarray(exponents)
+    verdicts = []
+    for what, got, want in (("codes", codes, model_codes), ("exponents", exponents, model_exponents)):
+        differ = got != want
+        where = f", first at {np.argwhere(differ)[0].tolist()}" if differ.any() else ""
+        verdicts.append((what, Verdict(not differ.any(), float(differ.mean()), 0.0,
+                                       f"{int(differ.sum())} of {differ.size} {what} differ from the model{where}")))
+    return verdicts
