@@ -48,6 +48,11 @@ NO_NVCC = "no nvcc (PATH, or NVCC): pip builds the wheel's Hopper library with i
 NO_GFX950_ASSEMBLER = "no gfx950 assembler (clang-22 and ld.lld-22, or ROCm's): the wheel holds no gfx950 library"
 
 
+def rocm_present(arch, library):
+    """The skip reason of a test of the refusal on a machine without ROCm, where this one has it."""
+    return f"this machine has a ROCm {arch} through {library}: the refusal without one is not what runs here"
+
+
 def _aiter_gfx950():
     spec = importlib.util.find_spec("aiter_meta")
     return None if spec is None or not spec.submodule_search_locations else \

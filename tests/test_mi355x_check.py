@@ -133,7 +133,7 @@ def test_refuses_without_rocm(capsys):
         message = str(e)
         assert "torch for ROCm or CuPy for ROCm" in message or "not an MI355X" in message
     else:
-        pytest.skip(f"this machine has a ROCm {backend.arch} through {backend.name}")
+        pytest.skip(markers.rocm_present(backend.arch, backend.name))
     assert mi355x_check.main(["--only", "quantize_d32"]) == 2
     assert message in capsys.readouterr().err
 
