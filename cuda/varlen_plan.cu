@@ -54,7 +54,7 @@ struct PlanArgs {
     int32_t heads_q, dim_v;
 };
 
-// A sequence's lengths, or the first fault found in its offsets and lengths (error != kVarlenOk, value the offending
+// A sequence's lengths, or the first fault found in its offsets and lengths (error != FP_VARLEN_OK, value the offending
 // number); its pages are checked apart (page_fault).
 struct SeqCheck {
     int32_t error, value, q_start, k_start, seqlen_q, seqlen_k;
@@ -65,23 +65,23 @@ __device__ SeqCheck check_sequence(const PlanArgs &a, int b)
 {
     const int32_t q0 = a.cu_seqlens_q[b], q1 = a.cu_seqlens_q[b + 1];
     if (q0 < 0 || q1 < q0 || q1 > a.total_q)
-        return {kCuSeqlensQ, q0 < 0 || q1 < q0 ? q0 : q1};
+        return {FP_VARLEN_CU_SEQLENS_Q, q0 < 0 || q1 < q0 ? q0 : q1};
     if (q1 - q0 > a.max_seqlen_q)
-        return {kSeqlenQ, q1 - q0};
+        return {FP_VARLEN_SEQLEN_Q, q1 - q0};
     int32_t k0 = 0, rows = a.block_table_stride * a.page_size;  // the keys the sequence may hold
     if (a.cu_seqlens_k != nullptr) {
         const int32_t k1 = a.cu_seqlens_k[b + 1];
         k0 = a.cu_seqlens_k[b];
         if (k0 < 0 || k1 < k0 || k1 > a.total_k)
-            return {kCuSeqlensK, k0 < 0 || k1 < k0 ? k0 : k1};
+            return {FP_VARLEN_CU_SEQLENS_K, k0 < 0 || k1 < k0 ? k0 : k1};
         rows = k1 - k0;
     }
     const int32_t seqlen_k = a.seqused_k != nullptr ? a.seqused_k[b] : rows;
     if (a.seqused_k != nullptr && (seqlen_k < 0 || seqlen_k > rows))
-        return {kSequsedK, seqlen_k};
+        return {FP_VARLEN_SEQUSED_K, seqlen_k};
     if (seqlen_k > a.max_seqlen_k)
-        return {kSeqlenK, seqlen_k};
-    return {kVarlenOk, 0, q0, k0, q1 - q0, seqlen_k};
+        return {FP_VARLEN_SEQLEN_K, seqlen_k};
+    return {FP_VARLEN_OK, 0, q0, k0, q1 - q0, seqlen_k};
 }
 
 // The first page id of sequence b outside [0, num_pages), by one warp (lanes over its pages); entries past the
@@ -187,6 +187,7 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     extern __shared__ int buckets[];  // per bucket: its items, then the place of the next one; kVarlenMaxBuckets
     __shared__ int start[kVarlenMaxBuckets];  // where each bucket's items begin
     __shared__ int64_t warp_sums[kPlanThreads / 32];
+    static_assert(FP_VARLEN_ERRORS <= 8, "a fault is b * 8 + error");
     __shared__ int first_fault;  // the least b * 8 + error over faulty sequences
     __shared__ Sections sections;
     ptx::griddepcontrol_launch_dependents();  // the forward kernel sets up meanwhile, then waits for this grid
@@ -202,13 +203,13 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     int64_t bytes_total = 0, items_total = 0;
     for (int base = 0; base < a.batch; base += blockDim.x) {
         const int b = base + threadIdx.x;
-        SeqCheck c{kVarlenOk};
+        SeqCheck c{FP_VARLEN_OK};
         if (b < a.batch) {
             c = check_sequence(a, b);
-            if (c.error != kVarlenOk)
+            if (c.error != FP_VARLEN_OK)
                 atomicMin(&first_fault, b * 8 + c.error);
         }
-        const bool counted = b < a.batch && c.error == kVarlenOk;
+        const bool counted = b < a.batch && c.error == FP_VARLEN_OK;
         const BlockScan bytes = block_scan(counted ? c.seqlen_k * a.kv_row_bytes * a.heads_kv : 0, warp_sums);
         const BlockScan items = block_scan(
             counted ? (c.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows * int64_t{a.heads_kv} : 0, warp_sums);
@@ -222,13 +223,13 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         for (int b = warp; b < a.batch; b += warps) {
             const SeqRecord r = a.records[b];
             if (r.seqlen_q >= 0 && page_fault(a, b, r.seqlen_k, lane).found && lane == 0)
-                atomicMin(&first_fault, b * 8 + kBlockTable);
+                atomicMin(&first_fault, b * 8 + FP_VARLEN_BLOCK_TABLE);
         }
     __syncthreads();
     if (first_fault != INT_MAX) {
         if (threadIdx.x < 32) {
             const int b = first_fault / 8, error = first_fault % 8;
-            const int32_t value = error == kBlockTable ? page_fault(a, b, a.records[b].seqlen_k, lane).page
+            const int32_t value = error == FP_VARLEN_BLOCK_TABLE ? page_fault(a, b, a.records[b].seqlen_k, lane).page
                                                        : check_sequence(a, b).value;
             if (lane == 0)
                 *a.header = {error, b, value, 0};
@@ -282,7 +283,7 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
             carry += __shfl_sync(0xffffffffu, inclusive, 31);
         }
         if (lane == 0)
-            *a.header = {kVarlenOk, 0, 0, carry};
+            *a.header = {FP_VARLEN_OK, 0, 0, carry};
     }
     __syncthreads();
 

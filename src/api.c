@@ -236,14 +236,14 @@ flashprefill_status flashprefill_workspace_error(const void *workspace, int32_t 
     const flashprefill_status status = fp_backend_read_workspace_header(workspace, header);
     if (status != FLASHPREFILL_SUCCESS)
         return status;
-    static const char *const reasons[] = {
-        "valid",
-        "cu_seqlens_q is negative, decreasing or past total_q",
-        "a sequence has more queries than seqlen_q",
-        "cu_seqlens_k is negative, decreasing or past total_k",
-        "a sequence has more keys than seqlen_k",
-        "seqused_k is negative or past its sequence's rows (or pages)",
-        "block_table holds a page id outside [0, num_pages)",
+    static const char *const reasons[FP_VARLEN_ERRORS] = {
+        [FP_VARLEN_OK] = "valid",
+        [FP_VARLEN_CU_SEQLENS_Q] = "cu_seqlens_q is negative, decreasing or past total_q",
+        [FP_VARLEN_SEQLEN_Q] = "a sequence has more queries than seqlen_q",
+        [FP_VARLEN_CU_SEQLENS_K] = "cu_seqlens_k is negative, decreasing or past total_k",
+        [FP_VARLEN_SEQLEN_K] = "a sequence has more keys than seqlen_k",
+        [FP_VARLEN_SEQUSED_K] = "seqused_k is negative or past its sequence's rows (or pages)",
+        [FP_VARLEN_BLOCK_TABLE] = "block_table holds a page id outside [0, num_pages)",
     };
     const int code = header[0];
     *error = code;
@@ -252,7 +252,7 @@ flashprefill_status flashprefill_workspace_error(const void *workspace, int32_t 
             snprintf(message, (size_t)message_bytes, "valid");
         else
             snprintf(message, (size_t)message_bytes, "%s: sequence %d, value %d (out and lse were set to NaN)",
-                     code > 0 && code < (int)(sizeof reasons / sizeof reasons[0]) ? reasons[code] : "unknown fault",
+                     code > 0 && code < FP_VARLEN_ERRORS ? reasons[code] : "unknown fault",
                      (int)header[1], (int)header[2]);
     }
     return FLASHPREFILL_SUCCESS;

@@ -66,6 +66,19 @@ static inline int fp_is_varlen(const flashprefill_params *p)
     return p->cu_seqlens_q != NULL;
 }
 
+/* The varlen plan kernel's verdict on a call's device arrays, the workspace's error (flashprefill_workspace_error):
+   0, or the kind of the first fault it found. */
+typedef enum fp_varlen_error {
+    FP_VARLEN_OK = 0,
+    FP_VARLEN_CU_SEQLENS_Q = 1, /* cu_seqlens_q decreasing, negative or past total_q */
+    FP_VARLEN_SEQLEN_Q = 2,     /* a query length above seqlen_q */
+    FP_VARLEN_CU_SEQLENS_K = 3, /* cu_seqlens_k decreasing, negative or past total_k */
+    FP_VARLEN_SEQLEN_K = 4,     /* a key length above seqlen_k */
+    FP_VARLEN_SEQUSED_K = 5,    /* seqused_k negative or past its sequence's rows (or its pages) */
+    FP_VARLEN_BLOCK_TABLE = 6,  /* a page id outside [0, num_pages) */
+    FP_VARLEN_ERRORS = 7        /* how many kinds, the verdict included */
+} fp_varlen_error;
+
 /* Query rows per work item of the varlen plan: every forward kernel's tile (both backends count in it). */
 #define FP_VARLEN_TILE_ROWS 128
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "fwd/work_order.cuh"
+#include "launch_common.h"
 
 namespace fp {
 
@@ -24,21 +25,12 @@ struct alignas(16) VarlenTile {
 
 // The workspace's first 16 bytes, then VarlenTile[tiles]. error 0: the device arrays were valid (flashprefill.h).
 struct alignas(16) VarlenHeader {
-    int32_t error;        // a VarlenError, 0 when valid
+    int32_t error;        // an fp_varlen_error (launch_common.h), 0 when valid
     int32_t error_batch;  // the first sequence found at fault
     int32_t error_value;  // the offending value
     int32_t tiles;        // entries of the list (0 after an error)
 };
 
-enum VarlenError : int32_t {
-    kVarlenOk = 0,
-    kCuSeqlensQ = 1,    // cu_seqlens_q decreasing, negative or past total_q
-    kSeqlenQ = 2,       // a query length above seqlen_q
-    kCuSeqlensK = 3,    // cu_seqlens_k decreasing, negative or past total_k
-    kSeqlenK = 4,       // a key length above seqlen_k
-    kSequsedK = 5,      // seqused_k negative or past its sequence's rows (or its pages)
-    kBlockTable = 6,    // a page id outside [0, num_pages)
-};
 
 // A sequence's place in the packed buffers (dense calls: q_start = k_start = 0 and the call's lengths).
 struct SeqSpan {
