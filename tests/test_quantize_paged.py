@@ -110,7 +110,7 @@ def _garbage_cache(rng, num_pages, page_size, heads, dim):
     return codes, np.full((num_pages, heads), EMPTY, np.int8)
 
 
-def _sequences(rng, lengths, num_pages, page_size):
+def sequence_slots(rng, lengths, num_pages, page_size):
     """Slots of sequences of `lengths` tokens, each on its own random pages: [slots of sequence s] (int arrays)."""
     pages = rng.permutation(num_pages)
     slots, used = [], 0
@@ -142,7 +142,7 @@ def test_one_token_at_a_time_ends_where_all_at_once_does(rng, rotate, page_size)
     way (codes re-encoded); pages no token went to as they were, and at once the rows no token went to."""
     heads, dim, num_pages = 2, 64, 40
     lengths = [int(n) for n in rng.integers(1, 3 * page_size + 2, 4)]
-    slots = _sequences(rng, lengths, num_pages, page_size)
+    slots = sequence_slots(rng, lengths, num_pages, page_size)
     x = [_rows(rng, n, heads, dim) for n in lengths]
     signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if rotate else None
     before = _garbage_cache(rng, num_pages, page_size, heads, dim)
@@ -180,7 +180,7 @@ def test_a_prompt_at_once_is_the_block_quantizer_with_pages_as_blocks(rng, page_
     rows of its last page past the prompt untouched."""
     heads, dim, length, num_pages = 3, 128, 5 * page_size - 3, 12
     x = rng.standard_normal((length, heads, dim))
-    slots = _sequences(rng, [length], num_pages, page_size)[0]
+    slots = sequence_slots(rng, [length], num_pages, page_size)[0]
     codes, exponents = _garbage_cache(rng, num_pages, page_size, heads, dim)
     signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31)))
     new_codes, new_exponents = paged.quantize_paged_model(x, slots, codes, exponents, signs)

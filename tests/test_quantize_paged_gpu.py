@@ -8,6 +8,7 @@ import pytest
 import flashprefill as fp
 import gpu_arrays as ga
 import shapes
+from test_quantize_paged import sequence_slots  # the same slots as the host tests
 from flashprefill import paged, prepare
 
 pytestmark = pytest.mark.gpu
@@ -46,19 +47,6 @@ class Cache:
                                         f"{np.argwhere(mismatch)[0].tolist()}")
 
 
-def _sequences(rng, lengths, num_pages, page_size):
-    """Slots of sequences of `lengths` tokens, each on its own random pages: [slots of sequence s]."""
-    pages = rng.permutation(num_pages)
-    slots, used = [], 0
-    for length in lengths:
-        count = -(-length // page_size)
-        own = pages[used:used + count]
-        used += count
-        token = np.arange(length)
-        slots.append(own[token // page_size] * page_size + token % page_size)
-    return slots
-
-
 @pytest.mark.parametrize("page_size", [16, 64])
 @pytest.mark.parametrize("rotate", [False, True])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -70,7 +58,7 @@ def test_prompt_then_decode_steps(rng, dim, dtype, rotate, page_size):
     heads, num_pages = 2, 40
     prompts = [int(n) for n in rng.integers(1, 2 * page_size, 3)]
     steps = 2 * page_size + 3
-    slots = _sequences(rng, [n + steps for n in prompts], num_pages, page_size)
+    slots = sequence_slots(rng, [n + steps for n in prompts], num_pages, page_size)
     signs = prepare.rotation_signs(dim, int(rng.integers(1 << 31))) if rotate else None
     cache = Cache(rng, num_pages, page_size, heads, dim)
     cache.write(_device(_rows(rng, sum(prompts), heads, dim), dtype),
