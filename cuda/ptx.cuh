@@ -302,6 +302,17 @@ __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_rs(float (&d)[64], con
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
 }
 
+// wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A and B K-major in shared memory (S = Q K^T with Q left in shared
+// memory). scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FP_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : FP_WGMMA_D64_OPERANDS(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // wgmma.mma_async m64n128k16 f32 += f16 * f16, A from registers (4 x f16x2), B MN-major in shared memory (the
 // fp8 kernel's V widened to float16, stored as bf16's V is). scale_d = 0 overwrites the accumulators.
 __device__ __forceinline__ void wgmma_m64n128k16_f32_f16_rs_mn(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,

@@ -171,9 +171,6 @@ struct FwdConfig {
     // neither waits behind the other's free slot while the converters hold V. bf16 measured faster with neither.
     static constexpr bool kTurns = kIsFp8;
     static constexpr bool kKvFromOneLane = !kIsFp8;
-    // e4m3 codes: the consumer warpgroup's index from lane 0 (__shfl_sync), which ptxas knows to be warp-uniform:
-    // the descriptors and barrier ids derived from it live in uniform registers (bf16 and float16 P measured slower).
-    static constexpr bool kUniformConsumerIndex = kPCodes;
 
     static constexpr int kTileQBytes = kBlockM * kDimQk * Input::kBytes;
     static constexpr int kTileKBytes = kBlockN * kDimQk * Input::kBytes;
@@ -198,10 +195,16 @@ struct FwdConfig {
     static constexpr int kVtStages = kBlockN == 192 ? 3 : kStages;
     // Q is held in registers as the A operand of S = Q K^T where it fits beside S in 112: S then reads only K from
     // shared memory, and Q's slot is free for the next item's as soon as the fragments are loaded. S 96 + Q 24 (e4m3
-    // codes at 192 keys, float32 scores, dim_qk 192) made ptxas serialize the wgmma and spill.
+    // codes at 192 keys, float32 scores, dim_qk 192) made ptxas serialize the wgmma and spill. The bf16 varlen kernel
+    // at dim_qk 192 (S 64 + Q 48) also holds its sequence's bounds, and its consumers spilled 172 bytes in the loop.
     static constexpr int kSRegisters = kF16Scores ? kBlockN / 4 : kBlockN / 2;
-    static constexpr bool kQInRegisters = kSRegisters + kDimQk * Input::kBytes / 8 <= 112;
+    static constexpr bool kQInRegisters =
+        kSRegisters + kDimQk * Input::kBytes / 8 <= 112 && !(kVarlen && !kIsFp8 && kDimQk == 192);
     static_assert(kQInRegisters || !kF16Scores, "float16 scores scale q's codes in its registers (scores_f16.cuh)");
+    // e4m3 codes, and Q read from shared memory: the consumer warpgroup's index from lane 0 (__shfl_sync), which ptxas
+    // knows to be warp-uniform: the descriptors and barrier ids derived from it live in uniform registers (bf16 and
+    // float16 P with Q in registers measured slower; with Q's descriptor per thread, an R2UR before every S wgmma).
+    static constexpr bool kUniformConsumerIndex = kPCodes || !kQInRegisters;
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32, fp8
     // 16, twice at 128 keys; 24 at 192), Q (32 / 16 at dim_qk 128, 48 / 24 at 192, bf16 / fp8) and addresses.
     static constexpr int kProducerRegs = kIsFp8 ? 40 : 24;
@@ -220,7 +223,7 @@ struct FwdConfig {
     static_assert(kDimQk % Input::kMmaK == 0 && kBlockN % kPvMmaK == 0, "K steps must tile");
     static_assert(kSwizzleQk % (Input::kMmaK * Input::kBytes) == 0, "a wgmma K step stays within a chunk");
     static_assert(kDimV == 128, "the m64n128 wgmma helpers of P.V fix N at 128");
-    static_assert(kQInRegisters || kBlockN == 192, "S = Q K^T reads Q from shared memory at 192 keys only");
+    static_assert(kQInRegisters || kBlockN == 192 || !kIsFp8, "fp8 S = Q K^T reads Q from shared memory at 192 keys only");
     // A CTA owns the registers it launched with: under __launch_bounds__(kThreads, 1) ptxas gives each thread the
     // register file's share rounded down to 8 (128 at 512 threads, 168 at 384), and setmaxnreg.inc waits, forever,
     // until the warpgroups' .dec have freed what it asks for. At 384 threads that is 64512, not 65536.

@@ -238,12 +238,13 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     // Epilogue (in this body: as a function of its own it compiled to other code): O / row sum, times v's descale
     // and O's unit, as bf16, 16 bytes a store (o_store.cuh); the log-sum-exp where asked for.
     const float v_descale = ldexpf(descale_factor(args.v_descale, batch, head_kv), o_exponent);
-    const OutRows<Config> rows{args, item.batch, item.head, item.span.q_start};
+    const SeqSpan span = out_span<Config>(args, item, round);
+    const OutRows<Config> rows{args, item.batch, item.head, span.q_start};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
         const float sum = softmax.row_total(h);
-        const bool in_range = query < item.span.seqlen_q;
+        const bool in_range = query < span.seqlen_q;
         // varlen: causal rows above the diagonal of a sequence with more queries than keys see no key
         const bool sees_keys = !Config::kVarlen || !args.causal || query + causal_offset >= 0;
         const float inv = sees_keys ? v_descale / sum : 0.0f;

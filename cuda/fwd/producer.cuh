@@ -49,6 +49,17 @@ struct KvRows {
         return __ldg(args.block_table + static_cast<int64_t>(batch()) * args.block_table_stride +
                      (key >> args.page_shift));
     }
+    // Brings the block-table entries of the tile at key0 into L1 (paged), issued a tile ahead so that the page-id
+    // loads before its TMAs hit L1 rather than wait on L2 once the slot frees: the first and last loaded box's
+    // entries, whose lines hold every entry between (a tile spans at most 12 pages of 16).
+    __device__ __forceinline__ void prefetch_pages(int key0) const
+    {
+        if (!paged())
+            return;
+        const int32_t *row = args.block_table + static_cast<int64_t>(batch()) * args.block_table_stride;
+        ptx::prefetch_global_l1(row + (key0 >> args.page_shift));
+        ptx::prefetch_global_l1(row + ((key0 + loaded_rows(key0) - 1) >> args.page_shift));
+    }
     // Loads the tile's column chunk at element column `col` into `dst` (kBlockN rows of kSwizzle bytes).
     template <int kSwizzle>
     __device__ __forceinline__ void load(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int col, int key0) const
@@ -117,10 +128,14 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     // Every KV tile of the item, each kind in turn (pipe: the issuing lane's position in the ring).
     auto issue_ring = [&](auto &pipe, auto... kinds) {
         // Not unrolled: ptxas unrolled it by four, which spilled at the bf16 producer's 24 registers.
+        if (range.end > 0)
+            rows.prefetch_pages((range.end - 1) * Config::kBlockN);
 #pragma unroll 1
         for (int it = 0; it < range.end; ++it, pipe.advance()) {
             const int key0 = (range.end - 1 - it) * Config::kBlockN;
             (kinds(pipe.stage, pipe.phase, key0), ...);
+            if (key0 > 0)
+                rows.prefetch_pages(key0 - Config::kBlockN);
         }
     };
     const auto v_tiles = tile_kind(ss.v_empty, ss.v_full, Config::kTileVBytes, [&](int stage, int key0) {

@@ -15,6 +15,13 @@ struct Item {
     const VarlenTile *tile;  // varlen: its entry in the plan (the producer lane reads it again rather than hold it)
 };
 
+// This CTA's item index in round `round` (work_order.cuh).
+__device__ __forceinline__ int work_index(int round)
+{
+    const int position = round % 2 == 0 ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
+    return round * gridDim.x + position;
+}
+
 // How many work items the call has: varlen calls read the plan kernel's count (each round: held across the item it
 // took a register of the converter's 40).
 template <class Config>
@@ -45,6 +52,20 @@ __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
     }
 }
 
+// The query rows of the item of round `round` in the packed q and out (q_start, seqlen_q) for the epilogue: varlen reads
+// them again from the plan's entry (in L1 since the item began) rather than hold two registers across the main loop,
+// where the bf16 dim-192 consumers spilled; dense calls take the item's.
+template <class Config>
+__device__ __forceinline__ SeqSpan out_span(const FwdArgs &args, const Item &item, int round)
+{
+    if constexpr (Config::kVarlen) {
+        const VarlenTile *tile = args.varlen_tiles + work_index(round) / args.heads_per_kv;
+        return {ptx::ld_global_nc_s32(&tile->q_start), 0, ptx::ld_global_nc_s32(&tile->seqlen_q), 0};
+    } else {
+        return item.span;
+    }
+}
+
 // Varlen: the plan's entry of item `index` into L1 while this one runs (its first load otherwise waits on L2 at the
 // start of every item); an index past the list touches nothing.
 template <class Config>
@@ -54,13 +75,6 @@ __device__ __forceinline__ void prefetch_item(const FwdArgs &args, int index)
         if (index < args.items)
             ptx::prefetch_global_l1(args.varlen_tiles + index / args.heads_per_kv);
     }
-}
-
-// This CTA's item index in round `round` (work_order.cuh).
-__device__ __forceinline__ int work_index(int round)
-{
-    const int position = round % 2 == 0 ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
-    return round * gridDim.x + position;
 }
 
 }  // namespace fp

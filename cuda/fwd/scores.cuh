@@ -94,8 +94,11 @@ struct F32Scores : QkOperands<Config> {
                                                   step > 0);
             else if constexpr (Config::kIsFp8)
                 ptx::wgmma_m64n128k32_f32_e4m3_rs(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
-            else
+            else if constexpr (Config::kQInRegisters)
                 ptx::wgmma_m64n128k16_f32_bf16_rs<0>(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
+            else
+                ptx::wgmma_m64n128k16_f32_bf16_ss(s, Base::q_desc(q_desc0, step), Base::k_desc(k_stage_desc, step),
+                                                  step > 0);
         }
         ptx::wgmma_commit_group();
     }
