@@ -22,14 +22,17 @@ DescaleArg descale_arg(const flashprefill_descale &d, int heads_kv, int heads, i
 }
 
 // How the maps see the rows of a call: dense, each batch's seqlen rows; varlen, the packed rows as one batch; paged k
-// and v, pages as batches, loaded in boxes of page_box_rows rows (a divisor of the page and of every KV tile).
+// and v, pages as batches, loaded in boxes of page_box_rows rows (a divisor of the page and of the KV tile).
 struct RowsView {
     int64_t q_rows, q_batches, kv_rows, kv_batches;
     int kv_box_rows;  // 0: the kernel's KV tile
 };
-inline int page_box_rows(int page_size)
+// The largest power of two dividing both (page_size: a power of two >= 16, validation): the tile's whole at pages of
+// 128 keys or more of the 128-key kernels, a third of it at pages of 64 or more of the 192-key ones.
+inline int page_box_rows(int page_size, int kv_tile_keys)
 {
-    return page_size < 64 ? page_size : 64;  // page_size: a power of two >= 16 (validation)
+    const int tile_power = kv_tile_keys & -kv_tile_keys;
+    return page_size < tile_power ? page_size : tile_power;
 }
 inline int log2_of(int power_of_two)
 {
@@ -38,13 +41,13 @@ inline int log2_of(int power_of_two)
         ++shift;
     return shift;
 }
-inline RowsView rows_view(const flashprefill_params *p)
+inline RowsView rows_view(const flashprefill_params *p, int kv_tile_keys)
 {
     if (!fp_is_varlen(p))
         return {p->seqlen_q, p->batch, p->seqlen_k, p->batch, 0};
     if (p->block_table == nullptr)
         return {p->total_q, 1, p->total_k, 1, 0};
-    return {p->total_q, 1, p->page_size, p->num_pages, page_box_rows(p->page_size)};
+    return {p->total_q, 1, p->page_size, p->num_pages, page_box_rows(p->page_size, kv_tile_keys)};
 }
 
 // v's tensor maps: V's tiles as every tensor's, or a prepared v's rows of positions (FwdConfig::kVPrepared), read as
@@ -81,7 +84,7 @@ flashprefill_status launch_config(const flashprefill_params *p, void *stream)
 
     FwdArgs args{};
     flashprefill_status s;
-    const RowsView view = rows_view(p);
+    const RowsView view = rows_view(p, Config::kBlockN);
     // bf16 q (Config::kQBf16): loaded as bf16 in chunks of 64 columns, rounded to codes by the consumers
     const CUtensorMapDataType q_type = Config::kQBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : type;
     constexpr int kQBytes = Config::kQBf16 ? 2 : kBytes, kQBoxCols = Config::kQBf16 ? 64 : Config::kAtomColsQk;

@@ -207,8 +207,10 @@ struct FwdConfig {
     static constexpr bool kUniformConsumerIndex = kPCodes || !kQInRegisters;
     // setmaxnreg: producers need few registers; the consumers hold S (64; 96 at 192 keys), O (64), P (bf16 32, fp8
     // 16, twice at 128 keys; 24 at 192), Q (32 / 16 at dim_qk 128, 48 / 24 at 192, bf16 / fp8) and addresses.
-    static constexpr int kProducerRegs = kIsFp8 ? 40 : 24;
-    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kIsFp8 ? 232 : 240;
+    // bf16 varlen: the issuing lane holds its sequence's rows and a tile's page ids (at 24 it spilled, and paged loads
+    // waited on local memory); its consumers measured as fast at 232 as at 240 (Q from shared memory at dim_qk 192).
+    static constexpr int kProducerRegs = kIsFp8 || kVarlen ? 40 : 24;
+    static constexpr int kConsumerRegs = kProducerWarpgroups == 2 ? 216 : kIsFp8 || kVarlen ? 232 : 240;
 
     // Tiles are stored as column chunks, each one swizzle atom wide (TMA box and wgmma descriptor alike): Q and K in
     // 128-byte rows where a row is whole 128-byte pieces, else 64-byte ones (fp8 dim 192: 3 x 64); V always 128.

@@ -19,74 +19,85 @@ struct TileChunks {
     static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
 };
 
+// The rows of a K or V tile as loaded: how many, and (paged) the page ids of its first kHeldPages boxes, read before
+// the lane waits for the tile's slot so that no load stands between the slot freeing and the tile's TMAs.
+template <class Config>
+struct TileRows {
+    static constexpr int kHeldPages = 4;  // the boxes of pages >= 32 (128 keys a tile) or >= 64 (192)
+    int loaded;
+    int page[Config::kVarlen ? kHeldPages : 1];
+};
+
 // Where a K or V tile's rows come from. Dense: rows key0 .. of the batch's own tensor. Varlen: the sequence's rows
-// of the packed tensor (one batch). Paged: boxes of 2^box_shift rows (16, 32 or 64), each within the page holding
-// it; boxes wholly past the sequence's keys are not loaded (their rows are masked, V's zeroed: mainloop.cuh,
-// converter.cuh). Pages and boxes are powers of two, so that the lane's few registers hold no division.
+// of the packed tensor (one batch). Paged: boxes of 2^box_shift rows (a divisor of the page and the tile: one box a
+// tile at pages >= 128 of the 128-key kernels), each within the page holding it; boxes wholly past the sequence's
+// keys are not loaded (their rows are masked, V's zeroed: mainloop.cuh, converter.cuh). Pages and boxes are powers
+// of two, so that the lane's few registers hold no division.
 template <class Config>
 struct KvRows {
     const FwdArgs &args;
-    const VarlenTile *tile;  // varlen: the sequence's rows are read from it where used (the lane has few registers)
-    int dense_batch, head_kv;
+    const int32_t *pages;  // paged: the sequence's row of the block table
+    int batch, head_kv, k_start, seqlen_k;
 
-    __device__ __forceinline__ int batch() const
+    __device__ __forceinline__ KvRows(const FwdArgs &a, const Item &item, int head_kv_index)
+        : args(a), pages(paged_call(a) ? a.block_table + static_cast<int64_t>(item.batch) * a.block_table_stride
+                                       : nullptr),
+          batch(item.batch), head_kv(head_kv_index), k_start(item.span.k_start), seqlen_k(item.span.seqlen_k)
     {
-        return Config::kVarlen ? ptx::ld_global_nc_s32(&tile->batch) : dense_batch;
     }
+    __device__ __forceinline__ static bool paged_call(const FwdArgs &a)
+    {
+        return Config::kVarlen && a.block_table != nullptr;
+    }
+    __device__ __forceinline__ bool paged() const { return paged_call(args); }
 
-    __device__ __forceinline__ bool paged() const { return Config::kVarlen && args.block_table != nullptr; }
-    // The rows of a tile starting at key0 that are loaded: kBlockN, or (paged) its boxes holding keys.
-    __device__ __forceinline__ int loaded_rows(int key0) const
+    // The tile at key0: its loaded rows (kBlockN, or paged its boxes holding keys) and page ids.
+    __device__ __forceinline__ TileRows<Config> where(int key0) const
     {
+        TileRows<Config> t{Config::kBlockN, {}};
         if (!paged())
-            return Config::kBlockN;
-        const int box = 1 << args.box_shift, keys = (ptx::ld_global_nc_s32(&tile->seqlen_k) - key0 + box - 1) & -box;
-        return keys < Config::kBlockN ? keys : Config::kBlockN;
-    }
-    // The page id holding `key` (paged).
-    __device__ __forceinline__ int page_of(int key) const
-    {
-        return __ldg(args.block_table + static_cast<int64_t>(batch()) * args.block_table_stride +
-                     (key >> args.page_shift));
-    }
-    // Brings the block-table entries of the tile at key0 into L1 (paged), issued a tile ahead so that the page-id
-    // loads before its TMAs hit L1 rather than wait on L2 once the slot frees: the first and last loaded box's
-    // entries, whose lines hold every entry between (a tile spans at most 12 pages of 16).
-    __device__ __forceinline__ void prefetch_pages(int key0) const
-    {
-        if (!paged())
-            return;
-        const int32_t *row = args.block_table + static_cast<int64_t>(batch()) * args.block_table_stride;
-        ptx::prefetch_global_l1(row + (key0 >> args.page_shift));
-        ptx::prefetch_global_l1(row + ((key0 + loaded_rows(key0) - 1) >> args.page_shift));
+            return t;
+        const int box = 1 << args.box_shift, keys = (seqlen_k - key0 + box - 1) & -box;
+        t.loaded = keys < Config::kBlockN ? keys : Config::kBlockN;
+#pragma unroll
+        for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
+            if (j << args.box_shift < t.loaded)
+                t.page[j] = __ldg(pages + ((key0 + (j << args.box_shift)) >> args.page_shift));
+        return t;
     }
     // Loads the tile's column chunk at element column `col` into `dst` (kBlockN rows of kSwizzle bytes).
     template <int kSwizzle>
-    __device__ __forceinline__ void load(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int col, int key0) const
+    __device__ __forceinline__ void load(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int col, int key0,
+                                         const TileRows<Config> &t) const
     {
         if constexpr (!Config::kVarlen) {
-            ptx::tma_load_4d(dst, map, full, col, key0, head_kv, dense_batch);
+            ptx::tma_load_4d(dst, map, full, col, key0, head_kv, batch);
         } else if (!paged()) {
-            ptx::tma_load_4d(dst, map, full, col, ptx::ld_global_nc_s32(&tile->k_start) + key0, head_kv, 0);
+            ptx::tma_load_4d(dst, map, full, col, k_start + key0, head_kv, 0);
         } else {
-            const int rows = loaded_rows(key0), page_mask = (1 << args.page_shift) - 1;
+            const int page_mask = (1 << args.page_shift) - 1;
+#pragma unroll
+            for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
+                if (j << args.box_shift < t.loaded)
+                    ptx::tma_load_4d(dst + (j << args.box_shift) * kSwizzle, map, full, col,
+                                     (key0 + (j << args.box_shift)) & page_mask, head_kv, t.page[j]);
 #pragma unroll 1
-            for (int r = 0; r < rows; r += 1 << args.box_shift)
+            for (int r = TileRows<Config>::kHeldPages << args.box_shift; r < t.loaded; r += 1 << args.box_shift)
                 ptx::tma_load_4d(dst + r * kSwizzle, map, full, col, (key0 + r) & page_mask, head_kv,
-                                 page_of(key0 + r));
+                                 __ldg(pages + ((key0 + r) >> args.page_shift)));
         }
     }
     // The bytes of a tile of tile_bytes when whole that are loaded (the full barrier's transaction count).
-    __device__ __forceinline__ uint32_t bytes(uint32_t tile_bytes, int key0) const
+    __device__ __forceinline__ uint32_t bytes(uint32_t tile_bytes, const TileRows<Config> &t) const
     {
-        return tile_bytes / Config::kBlockN * loaded_rows(key0);
+        return tile_bytes / Config::kBlockN * t.loaded;
     }
-    // The block exponent of the tile's descale d (paged PER_BLOCK: one per page and kv head).
-    __device__ __forceinline__ int exponent(const DescaleArg &d, int key0) const
+    // The block exponent of the tile's descale d (paged PER_BLOCK: one per page and kv head, the tile's first page).
+    __device__ __forceinline__ int exponent(const DescaleArg &d, int key0, const TileRows<Config> &t) const
     {
         if (paged() && d.exponents != nullptr)
-            return descale_exponent(d, page_of(key0), head_kv, 0);
-        return descale_exponent(d, batch(), head_kv, key0);
+            return descale_exponent(d, t.page[0], head_kv, 0);
+        return descale_exponent(d, batch, head_kv, key0);
     }
 };
 
@@ -99,7 +110,7 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     const int m_block = item.m_block, head = item.head, batch = item.batch;
     const KvRange range = item.range;
     const int head_kv = head / args.heads_per_kv;
-    const KvRows<Config> rows{args, item.tile, batch, head_kv};
+    const KvRows<Config> rows(args, item, head_kv);
     const uint32_t thread = threadIdx.x % 128;
     // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
     // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvFromOneLane):
@@ -110,37 +121,35 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     // `load`.
     auto tile_kind = [&](uint64_t *empty, uint64_t *full, uint32_t tile_bytes, auto write_descale, auto load) {
         return [=](int stage, uint32_t phase, int key0) {
+            const TileRows<Config> where = rows.where(key0);
             ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
-            write_descale(stage, key0);
-            ptx::mbarrier_arrive_expect_tx(&full[stage], rows.bytes(tile_bytes, key0));
-            load(stage, key0);
+            write_descale(stage, key0, where);
+            ptx::mbarrier_arrive_expect_tx(&full[stage], rows.bytes(tile_bytes, where));
+            load(stage, key0, where);
         };
     };
     // Each tile as column chunks of one swizzle row (kChunks of kSwizzle bytes) per tile row.
     auto chunk_load = [&](auto tiles, const CUtensorMap *map, uint64_t *full, auto chunks) {
         constexpr int kChunks = decltype(chunks)::kChunks, kSwizzle = decltype(chunks)::kSwizzle;
-        return [=](int stage, int key0) {
+        return [=](int stage, int key0, const TileRows<Config> &where) {
             for (int c = 0; c < kChunks; ++c)
                 rows.template load<kSwizzle>(tiles[stage] + c * Config::kBlockN * kSwizzle, map, &full[stage],
-                                             c * kSwizzle / Config::Input::kBytes, key0);
+                                             c * kSwizzle / Config::Input::kBytes, key0, where);
         };
     };
     // Every KV tile of the item, each kind in turn (pipe: the issuing lane's position in the ring).
     auto issue_ring = [&](auto &pipe, auto... kinds) {
         // Not unrolled: ptxas unrolled it by four, which spilled at the bf16 producer's 24 registers.
-        if (range.end > 0)
-            rows.prefetch_pages((range.end - 1) * Config::kBlockN);
 #pragma unroll 1
         for (int it = 0; it < range.end; ++it, pipe.advance()) {
             const int key0 = (range.end - 1 - it) * Config::kBlockN;
             (kinds(pipe.stage, pipe.phase, key0), ...);
-            if (key0 > 0)
-                rows.prefetch_pages(key0 - Config::kBlockN);
         }
     };
-    const auto v_tiles = tile_kind(ss.v_empty, ss.v_full, Config::kTileVBytes, [&](int stage, int key0) {
+    const auto v_tiles = tile_kind(ss.v_empty, ss.v_full, Config::kTileVBytes,
+                                   [&](int stage, int key0, const TileRows<Config> &where) {
         if constexpr (Config::kIsFp8)
-            ss.v_exponent[stage] = rows.exponent(args.v_descale, key0);
+            ss.v_exponent[stage] = rows.exponent(args.v_descale, key0, where);
     }, chunk_load(ss.v, &args.tm_v, ss.v_full, TileChunks<Config::kVChunks, Config::kSwizzleV>{}));
     if (thread == 0) {
         // Q's buffer is free once every consumer warp has read the previous item's Q.
@@ -158,9 +167,10 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
                                  Config::kVarlen ? 0 : batch);
         }
         const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
-        const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes, [&](int stage, int key0) {
+        const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes,
+                                       [&](int stage, int key0, const TileRows<Config> &where) {
             if constexpr (Config::kIsFp8)
-                ss.k_scale_log2[stage] = ldexpf(scale_log2, rows.exponent(args.k_descale, key0));
+                ss.k_scale_log2[stage] = ldexpf(scale_log2, rows.exponent(args.k_descale, key0, where));
         }, chunk_load(ss.k, &args.tm_k, ss.k_full, TileChunks<Config::kQkChunks, Config::kSwizzleQk>{}));
         if constexpr (Config::kKvFromOneLane)
             issue_ring(rings.kv, k_tiles, v_tiles);
@@ -172,9 +182,9 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
             // the rows of ones below each part stay as the kernel wrote them.
             using Layout = VtLayout<Config::kBlockN>;
             issue_ring(rings.vt_ring(), tile_kind(ss.vt_empty, ss.vt_full, Config::kTileVBytes,
-                                                  [&](int stage, int key0) {
+                                                  [&](int stage, int key0, const TileRows<Config> &) {
                 ss.vt_exponent[stage] = descale_exponent(args.v_descale, batch, head_kv, key0);
-            }, [&](int stage, int key0) {
+            }, [&](int stage, int key0, const TileRows<Config> &) {
                 ptx::tma_load_4d(ss.vt[stage], &args.tm_v, &ss.vt_full[stage], key0, 0, head_kv, batch);
                 if constexpr (Layout::kTailBytes > 0)
                     ptx::tma_load_4d(ss.vt[stage] + Layout::kTailOffset, &args.tm_v_tail, &ss.vt_full[stage],

@@ -12,7 +12,6 @@ struct Item {
     int m_block, head, batch;
     SeqSpan span;
     KvRange range;
-    const VarlenTile *tile;  // varlen: its entry in the plan (the producer lane reads it again rather than hold it)
 };
 
 // This CTA's item index in round `round` (work_order.cuh).
@@ -38,17 +37,15 @@ template <class Config>
 __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
 {
     if constexpr (Config::kVarlen) {
-        const VarlenTile *tile = args.varlen_tiles + index / args.heads_per_kv;
-        const VarlenTile t = *tile;
+        const VarlenTile t = args.varlen_tiles[index / args.heads_per_kv];
         const int end = t.kv_range & 0xffff, tail = end > 0 ? t.seqlen_k - (end - 1) * Config::kBlockN : 0;
         return {t.m_block, t.kv_head * args.heads_per_kv + index % args.heads_per_kv, t.batch,
                 {t.q_start, t.k_start, t.seqlen_q, t.seqlen_k},
-                {end, t.kv_range >> 16, tail < Config::kBlockN ? tail : Config::kBlockN}, tile};
+                {end, t.kv_range >> 16, tail < Config::kBlockN ? tail : Config::kBlockN}};
     } else {
         const WorkItem w = work_item_at(index, args.m_blocks, args.heads_q, args.batch, args.section_heads);
         return {w.m_block, w.head, w.batch, {0, 0, args.seqlen_q, args.seqlen_k},
-                kv_range_of<Config::kBlockM, Config::kBlockN>(w.m_block, args.seqlen_q, args.seqlen_k, args.causal),
-                nullptr};
+                kv_range_of<Config::kBlockM, Config::kBlockN>(w.m_block, args.seqlen_q, args.seqlen_k, args.causal)};
     }
 }
 
