@@ -48,15 +48,17 @@ COMPARE_POSITIONS = 1024  # logits compared this many positions at a time (float
 def register_backends():
     """({backend: its attn_implementation name}, {backend: why it is unavailable})."""
     from flashprefill import hf
-    names = {SDPA: "sdpa", OURS_BF16: hf.register("fprefill"),
-             OURS_FP8: hf.register("fprefill_fp8", dtype="float8_e4m3fn")}
+    names, unavailable = {SDPA: "sdpa"}, {}
     try:
         from fa3_fwd_interface import flash_attn_func
     except ImportError as e:
-        return names, {FA3: f"fa3_fwd not installed ({e})"}
-    names[FA3] = hf.register_causal(
-        "fa3_bf16", lambda q, k, v, scale: flash_attn_func(q, k, v, softmax_scale=scale, causal=True))
-    return names, {}
+        unavailable[FA3] = f"fa3_fwd not installed ({e})"
+    else:
+        names[FA3] = hf.register_causal(
+            "fa3_bf16", lambda q, k, v, scale: flash_attn_func(q, k, v, softmax_scale=scale, causal=True))
+    names[OURS_BF16] = hf.register("fprefill")
+    names[OURS_FP8] = hf.register("fprefill_fp8", dtype="float8_e4m3fn")
+    return names, unavailable
 
 
 def model_config(layers):

@@ -28,9 +28,9 @@ from ._errors import Error
 from ._params import Status
 
 # transformers gives names containing these its own handling: "flash" its flash-attention paths (set_attn_implementation
-# looks for a flash kernel of that name and fails), "sdpa" and "flex_attention" their dispatch checks, "paged|" and
-# "org/repo:kernel" its hub kernels.
-_RESERVED_IN_NAMES = ("flash", "sdpa", "flex_attention", "eager", "paged", "|", "/", ":")
+# looks for a flash kernel of that name and fails), "sdpa" and "flex_attention" their dispatch checks, "paged|..." its
+# paged attention, "org/repo" its hub kernels.
+_RESERVED_IN_NAMES = ("flash", "sdpa", "flex_attention", "|", "/")
 # quantize_qkv's keyword options, which an fp8 registration forwards
 _QUANTIZE_OPTIONS = tuple(name for name, p in inspect.signature(api.quantize_qkv).parameters.items()
                           if p.kind is inspect.Parameter.KEYWORD_ONLY)
