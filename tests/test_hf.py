@@ -1,6 +1,7 @@
 """flashprefill.hf without a GPU: importing it needs neither torch nor transformers and `import flashprefill` does not
 import it; register() checks its arguments before it imports transformers; refusal() names every call the attention
-cannot compute as transformers asks (numpy arrays stand in for the tensors: it reads shapes, dtypes and flags only).
+cannot compute as transformers asks (numpy arrays stand in for the tensors: it reads shapes, dtypes and flags only);
+the registered function's glue (views, the static cache's slots, the errors) against a stand-in transformers.
 The attention itself, through a model, is tests/test_hf_gpu.py's."""
 import importlib.util
 import pathlib
@@ -13,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import flashprefill as fp
 from flashprefill import hf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -125,3 +127,101 @@ def test_quantize_options_are_quantize_qkvs():
 def test_register_without_transformers_raises_import_error():
     with pytest.raises(ImportError, match="transformers"):
         hf.register()
+
+
+class Tensor(np.ndarray):
+    """A numpy stand-in for a torch tensor where the registered function needs one: transpose(a, b) swaps two axes."""
+
+    def transpose(self, a, b):
+        return np.swapaxes(self, a, b)
+
+
+def _tensors(seqlen_q=64, seqlen_k=64):
+    return tuple(x.view(Tensor) for x in _qkv(seqlen_q, seqlen_k))
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A stand-in transformers whose two interfaces record what is registered: {"attention": {}, "mask": {}}."""
+    registered = {"attention": {}, "mask": {}}
+
+    def interface(kind):
+        return type(kind, (), {"register": staticmethod(lambda name, fn: registered[kind].__setitem__(name, fn))})
+
+    transformers = types.ModuleType("transformers")
+    transformers.AttentionInterface, transformers.AttentionMaskInterface = interface("attention"), interface("mask")
+    masking_utils = types.ModuleType("transformers.masking_utils")
+    masking_utils.sdpa_mask = object()
+    monkeypatch.setitem(sys.modules, "transformers", transformers)
+    monkeypatch.setitem(sys.modules, "transformers.masking_utils", masking_utils)
+    registered["sdpa_mask"] = masking_utils.sdpa_mask
+    return registered
+
+
+def _recording_attend(calls):
+    def attend(q, k, v, softmax_scale):
+        calls.append((q, k, v, softmax_scale))
+        return "out"
+    return attend
+
+
+def test_register_causal_registers_the_function_with_the_sdpa_mask(registry):
+    assert hf.register_causal("mine", _recording_attend([])) == "mine"
+    assert set(registry["attention"]) == {"mine"} and registry["mask"] == {"mine": registry["sdpa_mask"]}
+
+
+def test_the_function_hands_attend_transposed_views_and_the_scale(registry):
+    calls = []
+    hf.register_causal("mine", _recording_attend(calls))
+    q, k, v = _tensors()
+    assert registry["attention"]["mine"](CAUSAL, q, k, v, None, scaling=0.125, position_ids=None) == ("out", None)
+    (qt, kt, vt, scale), = calls
+    assert scale == 0.125 and qt.shape == (1, 64, 4, 128) and kt.shape == vt.shape == (1, 64, 2, 128)
+    assert all(np.shares_memory(a, b) for a, b in ((qt, q), (kt, k), (vt, v)))  # views, no copies
+
+
+@pytest.mark.parametrize("seqlen_q, seqlen_k, keys_seen", [(64, 100, 64), (1, 100, 100), (64, 64, 64)])
+def test_keys_past_the_queries_without_a_mask_are_a_static_caches_empty_slots(registry, seqlen_q, seqlen_k,
+                                                                               keys_seen):
+    """sdpa's contract for more keys than queries and no mask; one query (a decode step) sees every key"""
+    calls = []
+    hf.register_causal("mine", _recording_attend(calls))
+    registry["attention"]["mine"](CAUSAL, *_tensors(seqlen_q, seqlen_k), None)
+    assert calls[0][1].shape[1] == calls[0][2].shape[1] == keys_seen
+
+
+def test_a_refused_call_raises_unsupported_and_never_reaches_attend(registry):
+    calls = []
+    hf.register_causal("mine", _recording_attend(calls))
+    with pytest.raises(hf.Unsupported, match="attn_implementation 'mine' cannot compute this call: softcapping"):
+        registry["attention"]["mine"](CAUSAL, *_tensors(), None, softcap=30.0)
+    assert calls == [] and issubclass(hf.Unsupported, NotImplementedError)
+
+
+@pytest.mark.parametrize("status, raised", [(fp.Status.ERROR_NOT_SUPPORTED, hf.Unsupported),
+                                            (fp.Status.ERROR_INVALID_ARGUMENT, fp.Error)])
+def test_the_librarys_not_supported_is_unsupported_other_errors_pass(registry, status, raised):
+    def attend(q, k, v, softmax_scale):
+        raise fp.Error(status, "dim_qk/dim_v must be 128/128 or 192/128")
+    hf.register_causal("mine", attend)
+    with pytest.raises(raised, match="dim_qk/dim_v must be"):
+        registry["attention"]["mine"](CAUSAL, *_tensors(), None)
+
+
+@pytest.mark.parametrize("dtype, options", [("bfloat16", {}), ("float8_e4m3fn", {}),
+                                            ("float8_e4m3fn", {"rotate": False, "per_block": 128})])
+def test_register_runs_causal_attention_on_quantize_qkvs_output_for_fp8(registry, monkeypatch, dtype, options):
+    calls = []
+    monkeypatch.setattr(hf.api, "attention", lambda *args, **kwargs: calls.append(("attention", args, kwargs)) or "o")
+    monkeypatch.setattr(hf.api, "quantize_qkv", lambda *args, **kwargs: calls.append(("quantize", args, kwargs)) or
+                        {"q": "q8", "k": "k8", "v": "v8", "scores": "fp16"})
+    hf.register(dtype=dtype, **options)
+    assert registry["attention"]["fprefill"](CAUSAL, *_tensors(), None, scaling=0.125) == ("o", None)
+    if dtype == "bfloat16":
+        (kind, args, kwargs), = calls
+        assert kind == "attention" and len(args) == 3 and kwargs == {"causal": True, "softmax_scale": 0.125}
+    else:
+        (quantize, args, quantize_kwargs), (attention, no_args, kwargs) = calls
+        assert (quantize, attention, no_args) == ("quantize", "attention", ()) and len(args) == 3
+        assert quantize_kwargs == options
+        assert kwargs == {"q": "q8", "k": "k8", "v": "v8", "scores": "fp16", "causal": True, "softmax_scale": 0.125}
