@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import flashprefill as fp
+import markers
 from flashprefill import hf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def test_quantize_options_are_quantize_qkvs():
     assert hf._QUANTIZE_OPTIONS == ("rotate", "smooth_k", "per_block", "seed", "scores", "v_layout", "probabilities")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is not None, reason="transformers is installed here")
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is not None, reason=markers.TRANSFORMERS_INSTALLED)
 def test_register_without_transformers_raises_import_error():
     with pytest.raises(ImportError, match="transformers"):
         hf.register()
