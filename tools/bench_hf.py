@@ -132,7 +132,8 @@ def bench_length(model, names, unavailable, tokens, generator, layers, rounds, l
             continue
         t = timings[backend]
         results[backend] = {**t, "tokens_per_s": tokens / t["median_ms"] * 1e3, **accuracy[backend]}
-    return {"shape": f"{MODEL} {layers}L {tokens // 1024}k b1", "tokens": tokens, "flops": flops, "results": results}
+    length = f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
+    return {"shape": f"{MODEL} {layers}L {length} b1", "tokens": tokens, "flops": flops, "results": results}
 
 
 def _ratio(results, backend, peer):
