@@ -87,6 +87,9 @@ NO_FA3 = "FlashAttention-3 (fa3_fwd) is not installed: the comparison with its f
 NO_CUOBJDUMP = "no cuobjdump (pip install nvidia-cuda-cuobjdump)"
 NO_KERNEL_BUILT = "this build has no kernel for the candidate shapes yet"
 NO_TORCH_INPUTS = "torch is not installed: torch tensors as inputs were not tried"
+NO_TRANSFORMERS = "torch and transformers are not installed: the Hugging Face integration runs inside a transformers " \
+                  "model"
+TRANSFORMERS_INSTALLED = "transformers is installed here: the refusal without it is not what runs here"
 PEER_SKIPS = (NO_TORCH, NO_FA3, NO_TORCH_INPUTS)
 
 

@@ -23,6 +23,9 @@ COLUMNS = ("date", "commit", "gpu", "tool", "metric", "shape", "ours", "peer", "
 # metric names: speed as causal TFLOP/s (batch * heads_q * S^2 * (dim_qk + dim_v) / time), error as relative L2
 PER_CALL, BACK_TO_BACK, SUSTAINED = "TFLOP/s per call", "TFLOP/s back to back", "TFLOP/s sustained"
 ERROR, KERNEL_ERROR = "rel. L2 end to end", "rel. L2 kernel only"
+# a whole model's prefill (tools/bench_hf.py): tokens per second per call; its logits against SDPA's as relative L2
+# (lower is better) and as the fraction of positions whose top-1 token agrees (higher is better)
+PREFILL, LOGITS_ERROR, TOP1 = "tokens/s prefill per call", "rel. L2 logits vs SDPA", "top-1 agreement with SDPA"
 
 
 def git_commit():
@@ -156,6 +159,27 @@ def accuracy_rows(accuracy, shape, run):
             if "kernel_only" in r and "kernel_only" in p:
                 rows.append(row(run, KERNEL_ERROR, f"{shape}, {dist}", ours, peer, r["kernel_only"] / p["kernel_only"],
                                 r["kernel_only"], p["kernel_only"]))
+    return rows
+
+
+def hf_rows(record, run, ours=("flashprefill bf16", "flashprefill fp8"), peers=("FA3 bf16", "SDPA")):
+    """tools/bench_hf.py's record (bench_hf.json): each flashprefill backend's prefill speed against every peer that
+    ran, the ratio taken round by round; its logits' error and top-1 agreement against FlashAttention-3's (both
+    measured against SDPA's logits, so SDPA itself has none)."""
+    rows = []
+    for length in record["lengths"]:
+        results = length["results"]
+        ran = {name for name, r in results.items() if "unavailable" not in r}
+        for name in (o for o in ours if o in ran):
+            r = results[name]
+            for peer in (p for p in peers if p in ran):
+                p = results[peer]
+                rows.append(row(run, PREFILL, length["shape"], name, peer,
+                                [tp / to for to, tp in zip(r["round_medians_ms"], p["round_medians_ms"])],
+                                r["tokens_per_s"], p["tokens_per_s"], r["spread"], p["spread"]))
+                for metric, key in ((LOGITS_ERROR, "logits_rel_l2"), (TOP1, "top1_agreement")):
+                    if key in p and p[key]:
+                        rows.append(row(run, metric, length["shape"], name, peer, r[key] / p[key], r[key], p[key]))
     return rows
 
 

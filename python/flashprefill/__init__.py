@@ -1,5 +1,6 @@
 """flashprefill: causal prefill attention in FP8 and BF16 (see api.py for the calls, varlen.py for variable-length
-batches and paged KV caches, scales.py for descales).
+batches and paged KV caches, scales.py for descales; flashprefill.hf, not imported here, registers the attention with
+Hugging Face transformers).
 
 `import flashprefill` needs no built library, no GPU, no CuPy and no torch, and imports neither: the numpy reference
 (flashprefill.reference) and the FP8 model (flashprefill.fp8) work without them; the library is loaded on the first
