@@ -127,6 +127,11 @@ def _nan(torch, shape, dtype=None):
     return torch.full(shape, float("nan"), dtype=dtype or torch.bfloat16, device="cuda")
 
 
+def _nan_codes(torch, like):
+    """float8_e4m3fn of like's shape, the NaN code 0x7f everywhere."""
+    return torch.full(like.shape, 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+
+
 def _f64(torch, t):
     """A bf16 / float32 / e4m3 tensor as float64 numpy, exactly."""
     return t.float().double().cpu().numpy()
@@ -152,9 +157,10 @@ def _assert_within(err, bound, what, seed):
 
 
 def _descales(exponents, block):
-    """The operators' descale keywords for (q, k, v) exponents of one block size."""
-    return dict(zip(("q_descale", "k_descale", "v_descale"), exponents)) | {
-        f"{name}_block_tokens": block for name in "qkv"}
+    """The operators' descale keywords for (q, k, v) exponents of one block size (plain enough for dynamo)."""
+    q, k, v = exponents
+    return dict(q_descale=q, k_descale=k, v_descale=v, q_block_tokens=block, k_block_tokens=block,
+                v_block_tokens=block)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -194,7 +200,7 @@ def test_quantize_and_fp8_attention_ops_equal_the_api(torch, fpt, seed):
         api_codes, api_scales = api_prepared if name == "prepared v" else api[name]
         _same(torch, codes, getattr(api_codes, "data", api_codes), f"quantize_fp8 {name} codes")
         _same(torch, exps, api_scales.exponents, f"quantize_fp8 {name} exponents")
-    into_codes, into_exps = torch.full_like(q, float("nan")), torch.full_like(qe, 127)
+    into_codes, into_exps = _nan_codes(torch, q), torch.full_like(qe, 127)
     fpt.quantize_fp8_out(xq, into_codes, into_exps, BLOCK, signs=signs)
     _same(torch, into_codes, q, "quantize_fp8_out codes")
     _same(torch, into_exps, qe, "quantize_fp8_out exponents")
@@ -235,7 +241,7 @@ def test_varlen_ops_equal_the_api(torch, fpt, seed):
         for b, n in enumerate(lengths):  # the slots past a sequence's blocks are not written
             blocks = -(-n // VARLEN_BLOCK)
             _same(torch, exps[b, :, :blocks], api_scales.exponents[b, :, :blocks], f"exponents of sequence {b}")
-        into_codes, into_exps = torch.full_like(codes, float("nan")), torch.full_like(exps, 127)
+        into_codes, into_exps = _nan_codes(torch, codes), torch.full_like(exps, 127)
         api_exps = into_exps.clone()
         fp.quantize_fp8(x, VARLEN_BLOCK, cu_seqlens=cu, max_seqlen=top, exponents=api_exps)
         fpt.quantize_fp8_out(x, into_codes, into_exps, VARLEN_BLOCK, cu_seqlens=cu, max_seqlen=top)
@@ -333,7 +339,8 @@ def _equal_step(fpt):
         for x_k, x_v in ((xk, xv), (xk2, xv2)):
             k, ke = fpt.quantize_fp8(x_k, BLOCK, signs=signs)
             v, ve = fpt.quantize_fp8(x_v, BLOCK, layout="prepared")
-            parts += fpt.attention_lse(q, k, v, causal=False, v_prepared=True, **_descales((qe, ke, ve), BLOCK))
+            parts.extend(fpt.attention_lse(q, k, v, causal=False, v_prepared=True,
+                                            **_descales((qe, ke, ve), BLOCK)))
         return fpt.merge_state(*parts)
     return step
 
