@@ -508,9 +508,38 @@ def _opcheck_cases(torch, fpt, seed):
     ]
 
 
+def _messages(e):
+    """The messages of an exception and of those it was raised from."""
+    text = []
+    while e is not None:
+        text.append(str(e))
+        e = e.__cause__ or e.__context__
+    return " / ".join(text)
+
+
+def _declared_mutations_hold(torch, op, args, kwargs):
+    """opcheck's test_schema done on the bytes: the tensors the schema does not declare written are unchanged."""
+    schema = op._opoverload._schema
+    named = dict(zip((a.name for a in schema.arguments), args)) | kwargs
+    written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    before = {name: t.clone() for name, t in named.items() if isinstance(t, torch.Tensor) and name not in written}
+    op(*args, **kwargs)
+    for name, copy in before.items():
+        _same(torch, named[name], copy, f"{schema.name}: {name}, which it does not declare mutated")
+
+
 def test_opcheck(torch, fpt, seed):
+    """opcheck of each operator. torch's own schema check compares every argument before and after with allclose,
+    which some torch versions cannot do on float8_e4m3fn: there the other checks run, and the mutation check on the
+    bytes (_declared_mutations_hold)."""
     for op, args, kwargs in _opcheck_cases(torch, fpt, seed):
         try:
             torch.library.opcheck(op, args, kwargs)
+            continue
         except Exception as e:
-            raise AssertionError(f"seed {seed}: opcheck of {op} failed: {e}") from e
+            if "Float8" not in _messages(e):
+                raise AssertionError(f"seed {seed}: opcheck of {op} failed: {_messages(e)}") from e
+            print(f"opcheck of {op}: torch's schema check cannot compare float8 ({str(e).splitlines()[0]})")
+        torch.library.opcheck(op, args, kwargs, test_utils=("test_autograd_registration", "test_faketensor",
+                                                            "test_aot_dispatch_dynamic"))
+        _declared_mutations_hold(torch, op, args, kwargs)
