@@ -84,10 +84,11 @@ def registered(monkeypatch):
     for dtype in ("bfloat16", "float32", "float8_e4m3fn", "int8", "uint8"):
         setattr(stand_in, dtype, dtype)
     monkeypatch.setitem(sys.modules, "torch", stand_in)
-    monkeypatch.delitem(sys.modules, "flashprefill.torch", raising=False)
-    monkeypatch.setattr(fp, "torch", getattr(fp, "torch", None), raising=False)
+    # setitem and setattr record what was there (or that nothing was) and put it back afterwards
+    monkeypatch.setitem(sys.modules, "flashprefill.torch", None)
+    monkeypatch.setattr(fp, "torch", None, raising=False)
+    del sys.modules["flashprefill.torch"]
     importlib.import_module("flashprefill.torch")
-    monkeypatch.delitem(sys.modules, "flashprefill.torch")
     return operators
 
 
@@ -151,3 +152,12 @@ def test_docs_describe_every_operator():
     text = (ROOT / "docs" / "torch.md").read_text()
     missing = [name for name in OPERATORS if f"`flashprefill::{name}(" not in text]
     assert not missing, f"docs/torch.md does not describe {missing}"
+
+
+def test_the_real_modules_are_back():
+    """After the tests above (file order) that imported flashprefill.torch against the stand-in: torch and
+    flashprefill.torch are what they were (the real ones, or absent), so the GPU tests get the real operators."""
+    assert getattr(sys.modules.get("torch"), "__version__", None) != "stand-in"
+    module = sys.modules.get("flashprefill.torch")
+    assert module is None or not isinstance(module.attention, _Operator)
+    assert getattr(fp, "torch", None) is module
