@@ -140,6 +140,22 @@ def _adapt_out(out, shape, axes, stream, keep):
     return ot
 
 
+def _adapt_lse(lse, return_lse, shape, axes, like, stream, keep):
+    """(lse, its pointer) of a call: None without return_lse; else the caller's lse, checked to be contiguous float32 of
+    `shape` (whose axes are named `axes`), or a new one of `like`'s library."""
+    if not return_lse:
+        if lse is not None:
+            raise ValueError("lse is written only with return_lse=True")
+        return None, None
+    if lse is None:
+        lse = _arrays.empty(shape, "float32", like, stream)
+    lt = _adapt(lse, "lse", stream, keep, writable=True)
+    if lt.dtype != "float32" or lt.shape != shape or not lt.is_contiguous():
+        raise ValueError(f"lse must be contiguous float32 of shape ({axes}) = {shape}, got {lt.dtype} {lt.shape} with "
+                         f"strides {lt.strides}")
+    return lse, lt.ptr
+
+
 def _out_view(out, shape, axes, keep):
     """(ptr, strides) of supports' out: the caller's, checked, else the stand-in for the row-major one the call
     would allocate."""
@@ -195,7 +211,7 @@ def _descales(problem, q_descale, k_descale, v_descale, stream, keep):
 
 
 def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-              probabilities="default", scores="default", out=None, return_lse=False, stream=None):
+              probabilities="default", scores="default", out=None, return_lse=False, lse=None, stream=None):
     """Causal (or full) attention forward: out = softmax(softmax_scale · q·kᵀ [masked]) · v.
 
     q: (batch, seqlen_q, heads_q, dim_qk); k: (batch, seqlen_k, heads_kv, dim_qk);
@@ -221,6 +237,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
     return_lse: also return lse, float32 (batch, heads_q, seqlen_q), the natural log of sum_j exp(scale·q·k_j).
+    lse: optional contiguous float32 (batch, heads_q, seqlen_q) device array to write the lse into (return_lse=True);
+    by default a new one of q's library.
     stream: int cudaStream_t, CuPy stream or torch stream; default the current stream of q's library.
     Returns out, or (out, lse). Enqueues the work and returns without waiting.
     Raises Error (status, message) when the library refuses the call (e.g. Status.ERROR_NOT_SUPPORTED), NoDeviceError
@@ -236,8 +254,8 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
         if out is None:
             out = _arrays.empty(out_shape, "bfloat16", q, handle)
         ot = _adapt_out(out, out_shape, _OUT_AXES, handle, keep)
-        lse = _arrays.empty((batch, heads_q, seqlen_q), "float32", q, handle) if return_lse else None
-        lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
+        lse, lse_ptr = _adapt_lse(lse, return_lse, (batch, heads_q, seqlen_q), "batch, heads_q, seqlen_q", q, handle,
+                                  keep)
         _check_same_device(keep, device, "q")
         descales = _descales(problem, q_descale, k_descale, v_descale, handle, keep)
         params = _params(qt, kt, vt, (ot.ptr, ot.strides), lse_ptr, problem, causal, softmax_scale, descales,

@@ -20,8 +20,8 @@ import numpy
 from . import _arrays
 from ._errors import Error
 from ._params import DType, Status
-from .api import (_INT32_MAX, _adapt, _adapt_out, _check, _check_input_dtypes, _check_int32, _check_same_device,
-                  _flag, _host_call, _library_call, _out_view, _params, _supported)
+from .api import (_INT32_MAX, _adapt, _adapt_lse, _adapt_out, _check, _check_input_dtypes, _check_int32,
+                  _check_same_device, _flag, _host_call, _library_call, _out_view, _params, _supported)
 from .prepared_v import PreparedV
 from .scales import descale
 
@@ -230,7 +230,7 @@ def _raise_flagged(library, workspace_ptr):
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                      block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None,
-                     probabilities="default", scores="default", out=None, return_lse=False, workspace=None,
+                     probabilities="default", scores="default", out=None, return_lse=False, lse=None, workspace=None,
                      check=False, q_rotation_signs=None, stream=None):
     """Attention over a batch of sequences of different lengths (FlashAttention's flash_attn_varlen_func), k and v
     contiguous or in a paged cache.
@@ -254,7 +254,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence's blocks counted from its first token. Paged k and v: BlockScales with exponents (num_pages, heads_kv)
     and block_tokens == page_size (one per page and KV head).
     out: optional bfloat16 (total_q, heads_q, dim_v) device array; rows past cu_seqlens_q[batch] are left as they
-    are. By default a new one of q's library. return_lse: also return lse, float32 (heads_q, total_q).
+    are. By default a new one of q's library. return_lse: also return lse, float32 (heads_q, total_q); lse: optional
+    contiguous float32 (heads_q, total_q) device array to write it into (return_lse=True), by default a new one.
     workspace: optional contiguous uint8 device array of at least varlen_workspace_bytes(...) bytes, where the check
     kernel writes (one call at a time); by default a new one each call.
     check: after the call, wait for the stream and raise Error (Status.ERROR_INVALID_ARGUMENT) with the check
@@ -270,8 +271,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         if out is None:
             out = _arrays.empty(batch.out_shape, "bfloat16", q, handle)
         ot = _adapt_out(out, batch.out_shape, _OUT_AXES, handle, keep)
-        lse = _arrays.empty((batch.problem[3], batch.total_q), "float32", q, handle) if return_lse else None
-        lse_ptr = _adapt(lse, "lse", handle, keep, writable=True).ptr if return_lse else None
+        lse, lse_ptr = _adapt_lse(lse, return_lse, (batch.problem[3], batch.total_q), "heads_q, total_q", q, handle,
+                                  keep)
         params = _params_of(batch, (ot.ptr, ot.strides), lse_ptr, options, handle, keep)
         status, needed = _workspace_bytes(library, params)
         _check(status, library)
