@@ -1,6 +1,8 @@
 # flashprefill: plain nvcc / cc / clang calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart
 # static; a link to its SONAME file libflashprefill.so.<ABI major>, exporting flashprefill_* only) and keeps each
 # CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized wgmma fails the build.
+# `make ceiling` builds build/libflashprefill_ceiling.so, the wgmma-loop ceiling (cuda/ceiling/: attention's matrix
+# products without the softmax, for tools/ceiling.py), under the same ptxas rule; `make all` does not build it.
 # `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects build/gfx950/<name>.co with clang-22 /
 # ld.lld-22, or ROCm's own clang / ld.lld where those are not on PATH.
 
@@ -45,7 +47,18 @@ PTXAS_SPILLS_KEPT := 'FwdConfigIL18flashprefill_dtype1ELi(128|192)ELi128EL26flas
 # Each function's report lines prefixed with its name, so that a kept kernel's lines can be told apart.
 PTXAS_BY_FUNCTION := awk '/Function properties for/ {f = $$NF} {print f " " $$0}'
 
-.PHONY: all amd test demo bench gpu-check clean
+# One CUDA file to an object, its ptxas report kept beside it (<object>.ptxas.txt without .cu.o) and checked.
+define nvcc_checked
+	$(NVCC) $(NVFLAGS) -c $< -o $@ 2> $(@:.cu.o=.ptxas.txt) || { cat $(@:.cu.o=.ptxas.txt); rm -f $@; exit 1; }
+	@if $(PTXAS_BY_FUNCTION) $(@:.cu.o=.ptxas.txt) | grep -Ev $(PTXAS_SPILLS_KEPT) | grep -Eq $(PTXAS_BAD); then \
+	  grep -E $(PTXAS_BAD) $(@:.cu.o=.ptxas.txt); rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
+endef
+
+CEILING_SRC := $(wildcard cuda/ceiling/*.cu)
+CEILING_OBJ := $(CEILING_SRC:cuda/ceiling/%.cu=$(BUILD)/ceiling/%.cu.o)
+CEILING_LIB := $(BUILD)/libflashprefill_ceiling.so
+
+.PHONY: all amd ceiling test demo bench gpu-check clean
 all: $(LIB)
 
 $(BUILD):
@@ -55,9 +68,7 @@ $(BUILD)/%.o: src/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
-	$(NVCC) $(NVFLAGS) -c $< -o $@ 2> $(BUILD)/$*.ptxas.txt || { cat $(BUILD)/$*.ptxas.txt; rm -f $@; exit 1; }
-	@if $(PTXAS_BY_FUNCTION) $(BUILD)/$*.ptxas.txt | grep -Ev $(PTXAS_SPILLS_KEPT) | grep -Eq $(PTXAS_BAD); then \
-	  grep -E $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
+	$(nvcc_checked)
 
 $(LIB): $(LIB).$(ABI_MAJOR)
 	ln -sf $(notdir $<) $@
@@ -67,6 +78,19 @@ $(LIB).$(ABI_MAJOR): $(OBJ) $(EXPORTS)
 	  -Xlinker -soname=$(notdir $@) -o $@ $(OBJ)
 
 amd: $(AMD_CO) $(AMD_LIB)
+
+ceiling: $(CEILING_LIB)
+
+$(BUILD)/ceiling:
+	mkdir -p $@
+
+$(BUILD)/ceiling/%.cu.o: cuda/ceiling/%.cu $(HEADERS) $(wildcard cuda/ceiling/*.cuh cuda/ceiling/*.h) | $(BUILD)/ceiling
+	$(nvcc_checked)
+
+# Its own last error (src/error.c); exports fp_wgmma_loop_* only.
+$(CEILING_LIB): $(CEILING_OBJ) $(BUILD)/error.o cuda/ceiling/exports.map
+	$(NVCC) $(HOPPER) -shared -cudart static -Xlinker --version-script=cuda/ceiling/exports.map -o $@ \
+	  $(CEILING_OBJ) $(BUILD)/error.o
 
 # The gfx950 host library: the same front end (src/), the HIP loader and launcher (hip/), the code objects
 # embedded; no ROCm needed to build or load it (libamdhip64.so is dlopened on first use).
