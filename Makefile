@@ -108,7 +108,7 @@ $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx
 	$(CLANG_AMD) $(GFX950) -Iasm/gfx950 -c $< -o $(BUILD)/gfx950/$*.o
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
 
-test: all amd
+test: all amd ceiling
 	PYTHONPATH=python $(PYTHON) -m pytest -ra
 
 demo: all
