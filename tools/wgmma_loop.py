@@ -2,13 +2,14 @@
 declared for ctypes, its kernels, the KV tiles each query tile visits, and the FLOPs the ceiling is credited with.
 
 The loop runs the forward kernels' configurations (tiles, stages, warp roles, TMA loads, wgmma) with P = S rounded to
-the input type in place of the softmax: out = sum over the visited KV tiles of round(Q K^T) V (float32), and for fp8
-the row sums of round(Q K^T) that P.V's columns of ones give (cuda/ceiling/wgmma_loop.cuh). Arrays are passed as device
-addresses, so that tools/ceiling.py (torch) and tests/test_ceiling_gpu.py (CuPy) share this module; it imports neither.
+the input type in place of the softmax: out = sum over the visited KV tiles of round(Q K^T) V (bf16, stored as
+attention's), and for fp8 the row sums of round(Q K^T) that P.V's columns of ones give (cuda/ceiling/wgmma_loop.cuh).
+Arrays are passed as device addresses, so that tools/ceiling.py (torch) and tests/test_ceiling_gpu.py (CuPy) share
+this module; it imports neither.
 
 Inputs, dim 128, seqlen_q = seqlen_k: q (batch, seqlen, heads_q, 128), k (batch, seqlen, heads_kv, 128), v bf16 as k,
 fp8 in the prepared layout (batch, heads_kv, 128, positions) of flashprefill.prepare_v; e4m3 or bf16 as the kernel's
-dtype, contiguous.
+dtype, contiguous; out bf16 (batch, seqlen, heads_q, 128).
 """
 import ctypes
 import functools

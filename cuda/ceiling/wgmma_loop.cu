@@ -52,7 +52,7 @@ flashprefill_status encode_maps(FwdArgs &a, const void *q, const void *k, const 
 }
 
 template <class Config, class PFromS>
-flashprefill_status launch(const void *q, const void *k, const void *v, float *out, float *row_sums,
+flashprefill_status launch(const void *q, const void *k, const void *v, void *out, float *row_sums,
                            const Shape &s, cudaStream_t stream)
 {
     static_assert(fits_shared_memory<Config>, "tiles and stages exceed the shared memory of sm_90");
@@ -61,7 +61,10 @@ flashprefill_status launch(const void *q, const void *k, const void *v, float *o
     FwdArgs &a = args.attention;
     if (flashprefill_status status = encode_maps<Config>(a, q, k, v, s))
         return status;
-    args.out = out;
+    a.out = static_cast<__nv_bfloat16 *>(out);
+    a.out_stride_head = kDim;
+    a.out_stride_seq = static_cast<int64_t>(s.heads_q) * kDim;
+    a.out_stride_batch = a.out_stride_seq * s.seqlen;
     args.row_sums = row_sums;
     a.q_descale = a.k_descale = a.v_descale = DescaleArg{nullptr, nullptr, 0, 0, 1};  // descale 1
     a.seqlen_q = a.seqlen_k = s.seqlen;
@@ -92,7 +95,7 @@ flashprefill_status launch(const void *q, const void *k, const void *v, float *o
     return FLASHPREFILL_SUCCESS;
 }
 
-using LaunchFn = flashprefill_status (*)(const void *, const void *, const void *, float *, float *, const Shape &,
+using LaunchFn = flashprefill_status (*)(const void *, const void *, const void *, void *, float *, const Shape &,
                                          cudaStream_t);
 struct Entry {
     const char *name;
@@ -140,7 +143,7 @@ extern "C" const char *fp_wgmma_loop_kernel_name(int index)
 }
 
 extern "C" flashprefill_status fp_wgmma_loop_run(const char *kernel, const void *q, const void *k, const void *v,
-                                                 float *out, float *row_sums, int32_t batch, int32_t seqlen,
+                                                 void *out, float *row_sums, int32_t batch, int32_t seqlen,
                                                  int32_t heads_q, int32_t heads_kv, int32_t causal, void *stream)
 {
     fp_clear_error();

@@ -8,7 +8,7 @@
 //   tile 0:     S(0) = Q K(0)^T; P(0) = round(S(0))
 //   tile n > 0: [my turn] S(n) = Q K(n)^T; O += P(n-1) V(n-1) [your turn]; wait S(n), V(n), P(n-1) V(n-1);
 //               P(n) = round(S(n))
-//   last:       O += P(last) V(last); O (float32) and, fp8, P's row sums to global memory
+//   last:       O += P(last) V(last); O (bf16, unscaled) and, fp8, P's row sums to global memory
 // fp8 P.V also multiplies P by rows of ones (pv.cuh), as in the forward kernels: those row sums are stored too, so
 // that the wgmma computing them is kept (ptxas removes a wgmma whose result is never read).
 // Causal items visit the forward kernel's KV tiles (the diagonal ones whole, unmasked): the same matrix products.
@@ -18,6 +18,7 @@
 
 #include "fwd/args.cuh"
 #include "fwd/descriptors.cuh"
+#include "fwd/o_store.cuh"
 #include "fwd/pipeline.cuh"
 #include "fwd/policies.cuh"
 #include "fwd/producer.cuh"
@@ -29,36 +30,34 @@
 
 namespace fp {
 
-// The forward kernel's parameters (only the maps, shape and work order are read) and where O goes: float32,
-// (batch, seqlen_q, heads_q, dim_v) contiguous; fp8: P's row sums to row_sums (batch, heads_q, seqlen_q) unless NULL.
+// The forward kernel's parameters (the maps, shape, work order and out are read; out bf16 as attention's) and, fp8,
+// where P's row sums go: row_sums (batch, heads_q, seqlen_q) unless NULL.
 struct WgmmaLoopArgs {
     FwdArgs attention;
-    float *out;
     float *row_sums;
 };
 
-// O's 64 accumulators of the thread's two rows as float32 pairs (softmax.cuh's layout: element e is row half
-// e / 2 % 2, column 8 (e / 4) + 2 (lane % 4) + e % 2).
-// fp8: each thread holds its rows' whole sums (every column of ones sums the row); lane % 4 == 0 stores them.
+// O rounded to bf16 as the forward kernel stores it (o_store.cuh: 16 bytes a thread and store), unscaled; fp8: the
+// rows' sums, which each thread holds whole (every column of ones sums the row), by lane % 4 == 0.
 template <class Config>
-__device__ __forceinline__ void store_o_f32(const WgmmaLoopArgs &args, const Item &item, const float (&o)[kAccRegs],
-                                            const float (&row_sum)[2], int query_half0, uint32_t lane)
+__device__ __forceinline__ void store_o(const WgmmaLoopArgs &args, const Item &item, const float (&o)[kAccRegs],
+                                        const float (&row_sum)[2], int query_half0, uint32_t lane)
 {
     const FwdArgs &a = args.attention;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int query = query_half0 + 8 * h;
-        if (query >= a.seqlen_q)
-            continue;
-        if (Config::kPCodes && args.row_sums != nullptr && lane % 4 == 0)
-            args.row_sums[(static_cast<int64_t>(item.batch) * a.heads_q + item.head) * a.seqlen_q + query] =
-                row_sum[h];
-        float *row = args.out + ((static_cast<int64_t>(item.batch) * a.seqlen_q + query) * a.heads_q + item.head) *
-                                    Config::kHeadDimV;
+        const bool in_range = query < a.seqlen_q;
+        uint32_t packed[kAccRegs / 4];
 #pragma unroll
         for (int j = 0; j < kAccRegs / 4; ++j)
-            *reinterpret_cast<float2 *>(row + 8 * j + 2 * (lane % 4)) =
-                make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+            packed[j] = ptx::cvt_rn_bf16x2_f32(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+        store_row_bf16(a.out + item.batch * a.out_stride_batch + static_cast<int64_t>(in_range ? query : 0) *
+                                                                     a.out_stride_seq + item.head * a.out_stride_head,
+                       packed, lane, in_range);
+        if (Config::kPCodes && args.row_sums != nullptr && in_range && lane % 4 == 0)
+            args.row_sums[(static_cast<int64_t>(item.batch) * a.heads_q + item.head) * a.seqlen_q + query] =
+                row_sum[h];
     }
 }
 
@@ -152,7 +151,7 @@ __device__ __forceinline__ void wgmma_loop_consumer(const WgmmaLoopArgs &args, F
     }
     if (me.index == 0)
         turns.take();  // takes consumer 1's last hand-over, so none is left pending
-    store_o_f32<Config>(args, item, reinterpret_cast<const float(&)[kAccRegs]>(pv.o), row_sum, query_half0, me.lane);
+    store_o<Config>(args, item, reinterpret_cast<const float(&)[kAccRegs]>(pv.o), row_sum, query_half0, me.lane);
 }
 
 // The kernel: fwd_kernel's set-up and roles for the configurations whose V needs no converting warps.

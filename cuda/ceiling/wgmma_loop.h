@@ -25,14 +25,15 @@ const char *fp_wgmma_loop_kernel_name(int index);
      k    (batch, seqlen, heads_kv, 128)
      v    bf16 (batch, seqlen, heads_kv, 128); fp8 in the prepared layout (batch, heads_kv, 128, positions), positions
           seqlen rounded up to 16 (flashprefill_prepare_v)
-     out  float32 (batch, seqlen, heads_q, 128): sum over the KV tiles a query tile visits (all; causal: those up to
-          the diagonal, the diagonal's whole) of round(Q K^T) V, round to the input type (e4m3 saturating at 448)
+     out  bf16 (batch, seqlen, heads_q, 128), stored as the forward kernels store theirs: the sum over the KV tiles a
+          query tile visits (all; causal: those up to the diagonal, the diagonal's whole) of round(Q K^T) V, round
+          to the input type (e4m3 saturating at 448)
      row_sums  NULL, or float32 (batch, heads_q, seqlen): fp8 kernels write each row's sum of round(Q K^T) over the
           same tiles there (P.V's columns of ones, as the forward kernels compute it); bf16 kernels, whose softmax sums
           P without the tensor cores, leave it untouched
    Returns FLASHPREFILL_SUCCESS, INVALID_ARGUMENT (an unknown kernel, a shape out of range) or DEVICE, with
    fp_wgmma_loop_last_error() saying why. */
-flashprefill_status fp_wgmma_loop_run(const char *kernel, const void *q, const void *k, const void *v, float *out,
+flashprefill_status fp_wgmma_loop_run(const char *kernel, const void *q, const void *k, const void *v, void *out,
                                       float *row_sums, int32_t batch, int32_t seqlen, int32_t heads_q,
                                       int32_t heads_kv, int32_t causal, void *stream);
 
