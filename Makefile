@@ -1,6 +1,8 @@
 # flashprefill: plain nvcc / cc / clang calls. `make` builds build/libflashprefill.so (Hopper, sm_90a, cudart
 # static; a link to its SONAME file libflashprefill.so.<ABI major>, exporting flashprefill_* only) and keeps each
 # CUDA file's ptxas report in build/<name>.ptxas.txt; a spill, a stack frame or a serialized wgmma fails the build.
+# `make ceiling` builds build/libflashprefill_ceiling.so, the wgmma-loop ceiling (cuda/ceiling/: attention's matrix
+# products without the softmax, for tools/ceiling.py), under the same ptxas rule; `make all` does not build it.
 # `make amd` assembles the gfx950 kernels (asm/gfx950/*.s) into code objects build/gfx950/<name>.co with clang-22 /
 # ld.lld-22, or ROCm's own clang / ld.lld where those are not on PATH.
 
@@ -39,7 +41,18 @@ AMD_SRC := $(C_SRC) $(wildcard hip/*.c) hip/code_objects.S
 # ptxas lines that fail the build: any non-zero spill or stack frame, any serialized wgmma, in any kernel.
 PTXAS_BAD := '[1-9][0-9]* bytes (spill|stack frame)|serializ'
 
-.PHONY: all amd test demo bench gpu-check clean
+# One CUDA file to an object, its ptxas report kept beside it (<object>.ptxas.txt without .cu.o) and checked.
+define nvcc_checked
+	$(NVCC) $(NVFLAGS) -c $< -o $@ 2> $(@:.cu.o=.ptxas.txt) || { cat $(@:.cu.o=.ptxas.txt); rm -f $@; exit 1; }
+	@if grep -Eq $(PTXAS_BAD) $(@:.cu.o=.ptxas.txt); then \
+	  grep -E $(PTXAS_BAD) $(@:.cu.o=.ptxas.txt); rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
+endef
+
+CEILING_SRC := $(wildcard cuda/ceiling/*.cu)
+CEILING_OBJ := $(CEILING_SRC:cuda/ceiling/%.cu=$(BUILD)/ceiling/%.cu.o)
+CEILING_LIB := $(BUILD)/libflashprefill_ceiling.so
+
+.PHONY: all amd ceiling test demo bench gpu-check clean
 all: $(LIB)
 
 $(BUILD):
@@ -49,9 +62,7 @@ $(BUILD)/%.o: src/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.cu.o: cuda/%.cu $(HEADERS) | $(BUILD)
-	$(NVCC) $(NVFLAGS) -c $< -o $@ 2> $(BUILD)/$*.ptxas.txt || { cat $(BUILD)/$*.ptxas.txt; rm -f $@; exit 1; }
-	@if grep -Eq $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; then \
-	  grep -E $(PTXAS_BAD) $(BUILD)/$*.ptxas.txt; rm -f $@; echo "ptxas report of $< is not clean"; exit 1; fi
+	$(nvcc_checked)
 
 $(LIB): $(LIB).$(ABI_MAJOR)
 	ln -sf $(notdir $<) $@
@@ -61,6 +72,19 @@ $(LIB).$(ABI_MAJOR): $(OBJ) $(EXPORTS)
 	  -Xlinker -soname=$(notdir $@) -o $@ $(OBJ)
 
 amd: $(AMD_CO) $(AMD_LIB)
+
+ceiling: $(CEILING_LIB)
+
+$(BUILD)/ceiling:
+	mkdir -p $@
+
+$(BUILD)/ceiling/%.cu.o: cuda/ceiling/%.cu $(HEADERS) $(wildcard cuda/ceiling/*.cuh cuda/ceiling/*.h) | $(BUILD)/ceiling
+	$(nvcc_checked)
+
+# Its own last error (src/error.c); exports fp_wgmma_loop_* only.
+$(CEILING_LIB): $(CEILING_OBJ) $(BUILD)/error.o cuda/ceiling/exports.map
+	$(NVCC) $(HOPPER) -shared -cudart static -Xlinker --version-script=cuda/ceiling/exports.map -o $@ \
+	  $(CEILING_OBJ) $(BUILD)/error.o
 
 # The gfx950 host library: the same front end (src/), the HIP loader and launcher (hip/), the code objects
 # embedded; no ROCm needed to build or load it (libamdhip64.so is dlopened on first use).
@@ -78,7 +102,7 @@ $(BUILD)/gfx950/%.co: asm/gfx950/%.s $(wildcard asm/gfx950/*.inc) | $(BUILD)/gfx
 	$(CLANG_AMD) $(GFX950) -Iasm/gfx950 -c $< -o $(BUILD)/gfx950/$*.o
 	$(LLD_AMD) -shared $(BUILD)/gfx950/$*.o -o $@
 
-test: all amd
+test: all amd ceiling
 	PYTHONPATH=python $(PYTHON) -m pytest -ra
 
 demo: all

@@ -90,10 +90,11 @@ def bench_rows(bench, run):
 
 
 def varlen_rows(record, run):
-    """tools/bench_varlen.py's record (bench_varlen.json): each of a group's pairs (ours, the first of its candidate
-    peers that ran), per call and back to back. The two may do different work (varlen against the equal-length
-    path), so the ratio is of work per time, round by round: (flops_ours / t_ours) / (flops_peer / t_peer), which is
-    the peer's time over ours where the work is the same."""
+    """tools/bench_varlen.py's record (bench_varlen.json), and tools/ceiling.py's (ceiling.json, the same layout of
+    groups): each of a group's pairs (ours, the first of its candidate peers that ran), per call and back to back. The
+    two may do different work (varlen against the equal-length path, attention against a GEMM), so the ratio is of
+    work per time, round by round: (flops_ours / t_ours) / (flops_peer / t_peer), which is the peer's time over ours
+    where the work is the same."""
     rows = []
     for group in record["groups"]:
         results = group["results"]
