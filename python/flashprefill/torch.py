@@ -72,8 +72,8 @@ def _v(v, k, v_prepared):
 
 
 @torch.library.custom_op("flashprefill::attention", mutates_args=(), device_types=_CUDA)
-def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = True, softmax_scale: OptionalFloat = None,
-              q_descale: OptionalTensor = None, k_descale: OptionalTensor = None, v_descale: OptionalTensor = None,
+def attention(q: Tensor, k: Tensor, v: Tensor, q_descale: OptionalTensor = None, k_descale: OptionalTensor = None,
+              v_descale: OptionalTensor = None, *, causal: bool = True, softmax_scale: OptionalFloat = None,
               q_block_tokens: int = 0, k_block_tokens: int = 0, v_block_tokens: int = 0, v_prepared: bool = False,
               probabilities: str = "default", scores: str = "default") -> Tensor:
     """flashprefill.attention: out, bfloat16 (batch, seqlen_q, heads_q, dim_v)."""
@@ -83,9 +83,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = True, softmax_s
 
 
 @torch.library.custom_op("flashprefill::attention_lse", mutates_args=(), device_types=_CUDA)
-def attention_lse(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = True, softmax_scale: OptionalFloat = None,
-                  q_descale: OptionalTensor = None, k_descale: OptionalTensor = None,
-                  v_descale: OptionalTensor = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
+def attention_lse(q: Tensor, k: Tensor, v: Tensor, q_descale: OptionalTensor = None,
+                  k_descale: OptionalTensor = None, v_descale: OptionalTensor = None, *, causal: bool = True,
+                  softmax_scale: OptionalFloat = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
                   v_block_tokens: int = 0, v_prepared: bool = False, probabilities: str = "default",
                   scores: str = "default") -> tuple[Tensor, Tensor]:
     """flashprefill.attention(..., return_lse=True): (out, lse float32 (batch, heads_q, seqlen_q))."""
@@ -95,9 +95,10 @@ def attention_lse(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = True, softm
 
 
 @torch.library.custom_op("flashprefill::attention_out", mutates_args=("out", "lse"), device_types=_CUDA)
-def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: OptionalTensor = None, *, causal: bool = True,
-                  softmax_scale: OptionalFloat = None, q_descale: OptionalTensor = None,
-                  k_descale: OptionalTensor = None, v_descale: OptionalTensor = None, q_block_tokens: int = 0,
+def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: OptionalTensor = None,
+                  q_descale: OptionalTensor = None, k_descale: OptionalTensor = None,
+                  v_descale: OptionalTensor = None, *, causal: bool = True, softmax_scale: OptionalFloat = None,
+                  q_block_tokens: int = 0,
                   k_block_tokens: int = 0, v_block_tokens: int = 0, v_prepared: bool = False,
                   probabilities: str = "default", scores: str = "default") -> None:
     """flashprefill.attention into the caller's out (and lse, where given); allocates nothing."""
@@ -111,20 +112,22 @@ def _attention_out_shape(q, v, v_prepared):
     return batch, seqlen_q, heads_q, v.shape[2] if v_prepared else v.shape[3]
 
 
+# Fakes are called as the dispatcher calls the operator: the parameters before `*` positionally (torch refuses
+# keyword-only tensors), the others by keyword.
 @attention.register_fake
-def _(q, k, v, *, v_prepared=False, **numerics):
+def _(q, k, v, *descales, v_prepared=False, **numerics):
     return q.new_empty(_attention_out_shape(q, v, v_prepared), dtype=torch.bfloat16)
 
 
 @attention_lse.register_fake
-def _(q, k, v, *, v_prepared=False, **numerics):
+def _(q, k, v, *descales, v_prepared=False, **numerics):
     batch, seqlen_q, heads_q, dim_v = _attention_out_shape(q, v, v_prepared)
     return (q.new_empty((batch, seqlen_q, heads_q, dim_v), dtype=torch.bfloat16),
             q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32))
 
 
 @attention_out.register_fake
-def _(q, k, v, out, lse=None, **numerics):
+def _(*args, **kwargs):
     return None
 
 
@@ -134,12 +137,12 @@ def _(q, k, v, out, lse=None, **numerics):
 
 @torch.library.custom_op("flashprefill::attention_varlen", mutates_args=(), device_types=_CUDA)
 def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: OptionalTensor,
-                     max_seqlen_q: int, max_seqlen_k: int, *, seqused_k: OptionalTensor = None,
-                     block_table: OptionalTensor = None, causal: bool = True, softmax_scale: OptionalFloat = None,
-                     q_descale: OptionalTensor = None, k_descale: OptionalTensor = None,
-                     v_descale: OptionalTensor = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
-                     v_block_tokens: int = 0, q_rotation_signs: OptionalTensor = None,
-                     probabilities: str = "default", scores: str = "default") -> Tensor:
+                     max_seqlen_q: int, max_seqlen_k: int, seqused_k: OptionalTensor = None,
+                     block_table: OptionalTensor = None, q_descale: OptionalTensor = None,
+                     k_descale: OptionalTensor = None, v_descale: OptionalTensor = None,
+                     q_rotation_signs: OptionalTensor = None, *, causal: bool = True,
+                     softmax_scale: OptionalFloat = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
+                     v_block_tokens: int = 0, probabilities: str = "default", scores: str = "default") -> Tensor:
     """flashprefill.attention_varlen: out, bfloat16 (total_q, heads_q, dim_v); its workspace from torch's
     allocator."""
     descales = ((q_descale, q_block_tokens), (k_descale, k_block_tokens), (v_descale, v_block_tokens))
@@ -150,12 +153,13 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
 
 @torch.library.custom_op("flashprefill::attention_varlen_lse", mutates_args=(), device_types=_CUDA)
 def attention_varlen_lse(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: OptionalTensor,
-                         max_seqlen_q: int, max_seqlen_k: int, *, seqused_k: OptionalTensor = None,
-                         block_table: OptionalTensor = None, causal: bool = True,
-                         softmax_scale: OptionalFloat = None, q_descale: OptionalTensor = None,
-                         k_descale: OptionalTensor = None, v_descale: OptionalTensor = None, q_block_tokens: int = 0,
-                         k_block_tokens: int = 0, v_block_tokens: int = 0, q_rotation_signs: OptionalTensor = None,
-                         probabilities: str = "default", scores: str = "default") -> tuple[Tensor, Tensor]:
+                         max_seqlen_q: int, max_seqlen_k: int, seqused_k: OptionalTensor = None,
+                         block_table: OptionalTensor = None, q_descale: OptionalTensor = None,
+                         k_descale: OptionalTensor = None, v_descale: OptionalTensor = None,
+                         q_rotation_signs: OptionalTensor = None, *, causal: bool = True,
+                         softmax_scale: OptionalFloat = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
+                         v_block_tokens: int = 0, probabilities: str = "default",
+                         scores: str = "default") -> tuple[Tensor, Tensor]:
     """flashprefill.attention_varlen(..., return_lse=True): (out, lse float32 (heads_q, total_q))."""
     descales = ((q_descale, q_block_tokens), (k_descale, k_block_tokens), (v_descale, v_block_tokens))
     return varlen.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -168,12 +172,12 @@ def attention_varlen_lse(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, 
                          device_types=_CUDA)
 def attention_varlen_out(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: OptionalTensor,
                          max_seqlen_q: int, max_seqlen_k: int, out: Tensor, workspace: Tensor,
-                         lse: OptionalTensor = None, *, seqused_k: OptionalTensor = None,
-                         block_table: OptionalTensor = None, causal: bool = True,
-                         softmax_scale: OptionalFloat = None, q_descale: OptionalTensor = None,
-                         k_descale: OptionalTensor = None, v_descale: OptionalTensor = None, q_block_tokens: int = 0,
-                         k_block_tokens: int = 0, v_block_tokens: int = 0, q_rotation_signs: OptionalTensor = None,
-                         probabilities: str = "default", scores: str = "default") -> None:
+                         lse: OptionalTensor = None, seqused_k: OptionalTensor = None,
+                         block_table: OptionalTensor = None, q_descale: OptionalTensor = None,
+                         k_descale: OptionalTensor = None, v_descale: OptionalTensor = None,
+                         q_rotation_signs: OptionalTensor = None, *, causal: bool = True,
+                         softmax_scale: OptionalFloat = None, q_block_tokens: int = 0, k_block_tokens: int = 0,
+                         v_block_tokens: int = 0, probabilities: str = "default", scores: str = "default") -> None:
     """flashprefill.attention_varlen into the caller's out (and lse, where given) with the caller's workspace
     (uint8, at least varlen_workspace_bytes); allocates nothing."""
     descales = ((q_descale, q_block_tokens), (k_descale, k_block_tokens), (v_descale, v_block_tokens))
@@ -213,7 +217,7 @@ def varlen_workspace(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 # The fp8 quantizer: q of each call, k and v packed (cu_seqlens), and the paged KV-cache writer
 
 @torch.library.custom_op("flashprefill::quantize_fp8", mutates_args=(), device_types=_CUDA)
-def quantize_fp8(x: Tensor, block: int, *, signs: OptionalTensor = None, subtract: OptionalTensor = None,
+def quantize_fp8(x: Tensor, block: int, signs: OptionalTensor = None, subtract: OptionalTensor = None, *,
                  code_max: float = fp8.E4M3_MAX, layout: str = "default") -> tuple[Tensor, Tensor]:
     """flashprefill.quantize_fp8 of x (batch, seq, heads, dim): (codes float8_e4m3fn, exponents int8 (batch, heads,
     ceil(seq / block))); codes of x's shape, or with layout "prepared" (batch, heads, dim, seq rounded up to 16)."""
@@ -222,9 +226,8 @@ def quantize_fp8(x: Tensor, block: int, *, signs: OptionalTensor = None, subtrac
 
 
 @torch.library.custom_op("flashprefill::quantize_fp8_varlen", mutates_args=(), device_types=_CUDA)
-def quantize_fp8_varlen(x: Tensor, cu_seqlens: Tensor, max_seqlen: int, block: int, *,
-                        signs: OptionalTensor = None, subtract: OptionalTensor = None,
-                        code_max: float = fp8.E4M3_MAX) -> tuple[Tensor, Tensor]:
+def quantize_fp8_varlen(x: Tensor, cu_seqlens: Tensor, max_seqlen: int, block: int, signs: OptionalTensor = None,
+                        subtract: OptionalTensor = None, *, code_max: float = fp8.E4M3_MAX) -> tuple[Tensor, Tensor]:
     """flashprefill.quantize_fp8 of a packed x (total, heads, dim): (codes float8_e4m3fn (total, heads, dim),
     exponents int8 (batch, heads, ceil(max_seqlen / block))). Rows outside every sequence and the slots past a
     sequence's blocks are not written (torch.empty's)."""
@@ -234,8 +237,8 @@ def quantize_fp8_varlen(x: Tensor, cu_seqlens: Tensor, max_seqlen: int, block: i
 
 
 @torch.library.custom_op("flashprefill::quantize_fp8_out", mutates_args=("codes", "exponents"), device_types=_CUDA)
-def quantize_fp8_out(x: Tensor, codes: Tensor, exponents: Tensor, block: int, *, cu_seqlens: OptionalTensor = None,
-                     max_seqlen: int = 0, signs: OptionalTensor = None, subtract: OptionalTensor = None,
+def quantize_fp8_out(x: Tensor, codes: Tensor, exponents: Tensor, block: int, cu_seqlens: OptionalTensor = None,
+                     signs: OptionalTensor = None, subtract: OptionalTensor = None, *, max_seqlen: int = 0,
                      code_max: float = fp8.E4M3_MAX, layout: str = "default") -> None:
     """flashprefill.quantize_fp8 into the caller's codes and exponents (packed with cu_seqlens and max_seqlen);
     allocates nothing."""
@@ -246,14 +249,14 @@ def quantize_fp8_out(x: Tensor, codes: Tensor, exponents: Tensor, block: int, *,
 
 @torch.library.custom_op("flashprefill::quantize_paged", mutates_args=("codes_cache", "exponents"),
                          device_types=_CUDA)
-def quantize_paged(x: Tensor, slot_mapping: Tensor, codes_cache: Tensor, exponents: Tensor, *,
+def quantize_paged(x: Tensor, slot_mapping: Tensor, codes_cache: Tensor, exponents: Tensor,
                    signs: OptionalTensor = None) -> None:
     """flashprefill.quantize_paged: x's rows (tokens, heads_kv, dim) written into the paged e4m3 cache in place."""
     paged.quantize_paged(x, slot_mapping, codes_cache, exponents, signs=signs)
 
 
 @quantize_fp8.register_fake
-def _(x, block, *, layout="default", **options):
+def _(x, block, *tensors, layout="default", **options):
     batch, seqlen, heads, dim = x.shape
     shape = (batch, heads, dim, _ceil_div(seqlen, 16) * 16) if layout == "prepared" else x.shape
     return (x.new_empty(shape, dtype=torch.float8_e4m3fn),
@@ -261,7 +264,7 @@ def _(x, block, *, layout="default", **options):
 
 
 @quantize_fp8_varlen.register_fake
-def _(x, cu_seqlens, max_seqlen, block, **options):
+def _(x, cu_seqlens, max_seqlen, block, *tensors, **options):
     return (x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
             x.new_empty((cu_seqlens.shape[0] - 1, x.shape[1], _ceil_div(max_seqlen, block)), dtype=torch.int8))
 
