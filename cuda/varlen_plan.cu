@@ -110,8 +110,8 @@ __device__ void write_keyless(const PlanArgs &a, const SeqRecord &r, int m, int 
     for (int row = first; row < last; ++row)
         for (int h = kv_head * a.group; h < (kv_head + 1) * a.group; ++h) {
             __nv_bfloat16 *o = a.out + static_cast<int64_t>(r.q_start + row) * a.out_stride_seq + h * a.out_stride_head;
-            for (int d = 0; d < a.dim_v; ++d)
-                o[d] = __float2bfloat16(0.0f);
+            for (int d = 0; d < a.dim_v; d += 8)  // rows 16-byte aligned (validation), dim_v a multiple of 8
+                *reinterpret_cast<uint4 *>(o + d) = make_uint4(0, 0, 0, 0);
             if (a.lse != nullptr)
                 a.lse[static_cast<int64_t>(h) * a.total_q + r.q_start + row] = -INFINITY;
         }
@@ -131,6 +131,18 @@ __device__ void poison_outputs(const PlanArgs &a)
             a.lse[i] = NAN;
 }
 
+// The inclusive prefix sum of `value` over the lanes of a warp (every lane takes part).
+template <class T>
+__device__ T warp_inclusive_scan(T value, int lane)
+{
+    for (int d = 1; d < 32; d *= 2) {
+        const T other = __shfl_up_sync(0xffffffffu, value, d);
+        if (lane >= d)
+            value += other;
+    }
+    return value;
+}
+
 // An int64 sum over the CTA: each thread's value, the exclusive prefix of thread order and the total.
 struct BlockScan {
     int64_t before, total;
@@ -138,12 +150,7 @@ struct BlockScan {
 __device__ BlockScan block_scan(int64_t value, int64_t *warp_sums)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int64_t inclusive = value;
-    for (int d = 1; d < 32; d *= 2) {
-        const int64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d)
-            inclusive += other;
-    }
+    const int64_t inclusive = warp_inclusive_scan(value, lane);
     if (lane == 31)
         warp_sums[warp] = inclusive;
     __syncthreads();
@@ -270,12 +277,7 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         for (int base = 0; base < used; base += 32) {
             const int i = base + lane;
             const int own = i < used ? buckets[i] : 0;
-            int inclusive = own;
-            for (int d = 1; d < 32; d *= 2) {
-                const int other = __shfl_up_sync(0xffffffffu, inclusive, d);
-                if (lane >= d)
-                    inclusive += other;
-            }
+            const int inclusive = warp_inclusive_scan(own, lane);
             if (i < used) {
                 start[i] = carry + inclusive - own;
                 buckets[i] = 0;

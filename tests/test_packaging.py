@@ -51,9 +51,10 @@ def test_metadata():
     table = backend.project((ROOT / "pyproject.toml").read_text())
     message = email.parser.Parser().parsestr(backend.metadata(table, "7.8.9"))
     assert (message["Name"], message["Version"], message["Requires-Python"]) == ("flashprefill", "7.8.9", ">=3.10")
-    assert message.get_all("Provides-Extra") == ["cupy", "torch"]
+    assert message.get_all("Provides-Extra") == ["cupy", "torch", "hf"]
     assert message.get_all("Requires-Dist") == ["numpy", "ml_dtypes", 'cupy-cuda13x; extra == "cupy"',
-                                                'torch; extra == "torch"']
+                                                'torch; extra == "torch"', 'torch; extra == "hf"',
+                                                'transformers; extra == "hf"']
     assert message.get_payload() == (ROOT / "README.md").read_text()
 
 
