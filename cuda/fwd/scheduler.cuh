@@ -51,7 +51,7 @@ __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
 
 // The query rows of the item of round `round` in the packed q and out (q_start, seqlen_q) for the epilogue: varlen reads
 // them again from the plan's entry (in L1 since the item began) rather than hold two registers across the main loop,
-// where the bf16 dim-192 consumers spilled; dense calls take the item's.
+// where the varlen consumers are at their register limit; dense calls take the item's.
 template <class Config>
 __device__ __forceinline__ SeqSpan out_span(const FwdArgs &args, const Item &item, int round)
 {
