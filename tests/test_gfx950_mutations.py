@@ -38,7 +38,7 @@ def _assemble(tmp_path, name, file, old, new):
 
 
 _KERNELS = ["fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk192"]
-_PHASE_M_END = """    mma_pv
+_PHASE_M_END = """    mma_s "read_v 0", "read_v 1"
     s_setprio 0
     s_barrier
 """

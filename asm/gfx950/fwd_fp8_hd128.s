@@ -27,6 +27,7 @@
 .set v_fill_lds, 228    // its byte offset in a tile
 .set v_k_lds, 229       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, byte 16 h
 .set v_v_lds, 230       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
+.set v_fill_v, 231      // the LDS offset in a tile of this lane's 16 bytes of V in a fill (keys swapped)
 .set v_ones, 232        // v[232:239] A = 32 x 64 e4m3 ones, for the row sums of P
 .set v_sum, 240         // v[240:255] D = the last P's row sums (every register: this lane's query's sum)
 .set v_end, 256

@@ -31,6 +31,8 @@
 .set v_fill_lds, 248    // its byte offset in a tile
 .set v_k_lds, 249       // LDS offset of this lane's K operand bytes in a tile: key lane % 32, byte 16 h
 .set v_v_lds, 250       // LDS offset of this lane's 8 bytes of the transposing V^T reads in a tile (the V half)
-.set v_end, 251
+.set v_fill_v, 251      // the LDS offset in a tile of this lane's 16 bytes of V in a fill (keys swapped)
+.set v_fill_tail, 252   // ... and of K's dims 128-191
+.set v_end, 253
 
-fwd_fp8_kernel fwd_fp8_qk192, 251, 73728
+fwd_fp8_kernel fwd_fp8_qk192, 253, 73728

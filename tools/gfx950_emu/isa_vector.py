@@ -77,6 +77,7 @@ _INT_OPS = {
     "v_mul_lo_u32": (2, lambda a, b: a * b),
     "v_mul_hi_u32": (2, lambda a, b: (a * b) >> np.uint64(32)),
     "v_mul_u32_u24": (2, lambda a, b: (a & np.uint64(0xFFFFFF)) * (b & np.uint64(0xFFFFFF))),
+    "v_mad_u32_u24": (3, lambda a, b, c: (a & np.uint64(0xFFFFFF)) * (b & np.uint64(0xFFFFFF)) + c),
     "v_mul_i32_i24": (2, lambda a, b: (_i24(a) * _i24(b)).astype(np.uint64)),
     "v_add_i32": (2, lambda a, b: a + b),       # VOP3 without clamp: wraps like v_add_u32
     "v_sub_i32": (2, lambda a, b: a - b),

@@ -12,6 +12,11 @@ _LLVM_SCHED = ("llvm/lib/Target/AMDGPU/SISchedule.td (github.com/ROCm/llvm-proje
                "multiclass SICommonWriteRes")
 _ISSCC = ("news.lavx.hu/article/isscc-2026-amd-s-mi355x-doubles-throughput-with-fewer-compute-units-and-"
           "challenges-nvidia-s-gb200")
+_FITTED = ("fitted: github.com/ROCm/aiter/pull/3390 (b4 s8192 h64/8 causal, 1279 TFLOP/s) and "
+           "github.com/ROCm/FlyDSL/pull/629 (aiter_asm b8 s256 h64 causal, 35.1 us)")
+# Fitted by `python tools/gfx950_predict.py --calibration`, which prints them. The clock is an effective one: it
+# absorbs whatever the model leaves out (clock droop under load, unmodelled stalls), not a measured clock.
+SUSTAINED_CLOCK, CALL_OVERHEAD = 1.737, 1.99
 _PIPELINES = ("rocm.docs.amd.com/projects/rocprofiler-compute/en/develop/conceptual/cdna/"
               "pipeline-descriptions.html")
 
@@ -53,6 +58,11 @@ PARAMS = {
     # a 32x32x64 fp8 MFMA (131072 flop) in 64 cycles: 16 passes of 4, LLVM's count.
     "clock_ghz": Param(2.4, "GHz", _ISSCC),
     "cus": Param(256, "CUs", _ISSCC),
+    "fp8_flop_per_cycle_per_cu": Param(8192, "dense fp8 MFMA flop per cycle per CU", _ISSCC),
+    # From cycles to seconds (tools/gfx950_predict.py): fitted on AMD's fmha_v3 forward bf16 code objects against
+    # AMD's published MI355X figures, two fitted and two held out (`python tools/gfx950_predict.py --calibration`).
+    "sustained_clock_ghz": Param(SUSTAINED_CLOCK, "GHz under this load", _FITTED),
+    "call_overhead_us": Param(CALL_OVERHEAD, "microseconds per call, launch included", _FITTED),
 }
 
 

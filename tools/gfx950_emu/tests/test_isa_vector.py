@@ -26,16 +26,17 @@ def test_vector_int(tmp_path, rng):
   v_mov_b32 v20, -7
   v_max_i32 v21, v2, v3
   v_bfe_u32 v22, v2, 3, 5
+  v_mad_u32_u24 v23, v2, v3, v2
 """
-    out, _ = run(tmp_path, body + store_rows([f"v{i}" for i in range(10, 23)]),
-                 np.zeros((13, 64), np.uint32), (a, b))
+    out, _ = run(tmp_path, body + store_rows([f"v{i}" for i in range(10, 24)]),
+                 np.zeros((14, 64), np.uint32), (a, b))
     A, B = a.astype(np.uint64), b.astype(np.uint64)
     m24 = np.uint64(0xFFFFFF)
     expect = [A + B, A - B, A * B, (A & m24) * (B & m24), A << np.uint64(5), A >> np.uint64(7),
               (A << np.uint64(3)) + B, A & B, A | B, A ^ np.uint64(0x12345678),
               np.full(64, 2**32 - 7, np.uint64),
               np.maximum(a.view(np.int32), b.view(np.int32)).view(np.uint32),
-              (A >> np.uint64(3)) & np.uint64(31)]
+              (A >> np.uint64(3)) & np.uint64(31), (A & m24) * (B & m24) + A]
     for row, e in zip(out, expect):
         np.testing.assert_array_equal(row, np.asarray(e).astype(np.uint64).astype(np.uint32))
 
