@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import EmulatorError, at
 from .isa import semantics
+from .isa_vector import _i24
 from .state import LANES, flush_denormals
 
 _LANE = np.arange(LANES)
@@ -53,6 +54,14 @@ def v_mov_b32_dpp(wave, ins, ctx):
     """D = src0 from the DPP source lane."""
     values, write = dpp_src0(wave, ins)
     wave.write_lanes(ins.ops[0], values, ins, mask=write)
+
+
+@semantics("v_mul_i32_i24_dpp", mods=_DPP_MODS)
+def v_mul_i32_i24_dpp(wave, ins, ctx):
+    """D = the low 32 bits of src0 (from the DPP source lane) * src1, each its low 24 bits as a signed integer."""
+    values, write = dpp_src0(wave, ins)
+    a, b = (_i24(x.astype(np.uint64)) for x in (values, wave.read_lanes(ins.ops[2], ins)))
+    wave.write_lanes(ins.ops[0], (a * b).astype(np.uint64) & np.uint64(0xFFFFFFFF), ins, mask=write)
 
 
 @semantics("v_mul_f32_dpp", mods=_DPP_MODS)

@@ -125,6 +125,13 @@ def v_addc_subb(wave, ins, ctx):
     wave.write_lanes(ins.ops[0], r & 0xFFFFFFFF, ins)
 
 
+@semantics("v_mov_b64")
+def v_mov_b64(wave, ins, ctx):
+    """D[63:0] = S0[63:0] (a VGPR pair, an SGPR pair or an inline constant)."""
+    value = wave.read_lanes64(ins.ops[1], ins)
+    wave.write_lanes(ins.ops[0], np.stack([value & np.uint64(0xFFFFFFFF), value >> np.uint64(32)]), ins)
+
+
 @semantics("v_mad_u64_u32")
 def v_mad_u64_u32(wave, ins, ctx):
     """D[63:0] = S0 * S1 + S2[63:0] (unsigned); the carry out of bit 64 to the SGPR pair."""

@@ -1,7 +1,8 @@
 """Emulator semantics that AMD's aiter kernels needed (tests/test_gfx950_aiter_emulated.py runs those kernels):
-buffer loads and stores through a V# with range checking, buffer loads into LDS, DPP, v_permlane16_swap_b32,
-SOPK, a few VALU forms, the unified VGPR/AGPR file (and its aliasing refused), local label symbols,
-v_mfma_f32_16x16x128_f8f6f4. Each on a tiny kernel assembled with clang-22, as tiny_kernels.py does."""
+buffer loads and stores through a V# with range checking, buffer loads into LDS, DPP (v_mov, v_mul_f32, v_mul_i32_i24),
+v_mov_b64, v_permlane16_swap_b32, SOPK, a few VALU forms, the unified VGPR/AGPR file (and its aliasing refused),
+local label symbols, v_mfma_f32_16x16x128_f8f6f4. Each on a tiny kernel assembled with clang-22, as tiny_kernels.py
+does."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -94,6 +95,25 @@ def test_dpp_mov_and_mul(tmp_path, rng):
     written = lane % 16 < 8                       # bank_mask 0x3: lanes 0-7 of each row
     mul = (x[lane - lane % 16] * y).astype(np.float32)
     np.testing.assert_array_equal(out[2][written].view(np.float32), mul[written])
+
+
+def test_dpp_mul_i32_i24_and_mov_b64(tmp_path, rng):
+    """AMD's fp8 fmha forward: v_mul_i32_i24_dpp broadcasts a quad's lane; v_mov_b64 copies a pair or a constant."""
+    x = rng.integers(-2**23, 2**23, 64).astype(np.int32) | (rng.integers(0, 256, 64) << 24).astype(np.int32)
+    y = rng.integers(-2**23, 2**23, 64).astype(np.int32)
+    body = LOAD_V2_V3 + """
+  v_mov_b32 v10, 0x5a5a
+  v_mul_i32_i24_dpp v10, v2, v3 quad_perm:[3,3,3,3] row_mask:0xf bank_mask:0xe
+  v_mov_b64 v[12:13], v[2:3]
+  v_mov_b64 v[14:15], -7
+""" + store_rows(["v10", "v12", "v13", "v14", "v15"])
+    out, _ = run(tmp_path, body, np.zeros((5, 64), np.uint32), (x, y))
+    lane = np.arange(64)
+    x24 = ((x.astype(np.int64) & 0xFFFFFF) ^ 0x800000) - 0x800000
+    product = (x24[lane - lane % 4 + 3] * y) & 0xFFFFFFFF
+    np.testing.assert_array_equal(out[0], np.where(lane % 16 >= 4, product, 0x5A5A))   # bank_mask 0xe: not lanes 0-3
+    np.testing.assert_array_equal(out[1:3], np.stack([x, y]).view(np.uint32))
+    np.testing.assert_array_equal(out[3:5], np.full((2, 64), [[0xFFFFFFF9], [0xFFFFFFFF]]))
 
 
 def test_permlane16_swap(tmp_path):
