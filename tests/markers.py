@@ -10,6 +10,7 @@ PEER_SKIPS': a comparison with another library's kernel (torch's SDPA, FlashAtte
 missing, taken after every other check of the test has passed.
 """
 import importlib.util
+import os
 import pathlib
 import shutil
 
@@ -63,6 +64,16 @@ AITER_GFX950 = _aiter_gfx950()  # the amd-aiter wheel's gfx950 code objects, or 
 AITER_TESTED = "0.1.7.post2.dev18"  # .ci/run pins it: the tests pack each kernel's arguments from its structs
 needs_aiter = pytest.mark.skipif(AITER_GFX950 is None,
                                  reason="needs the amd-aiter wheel (pip install --no-deps amd-aiter)")
+
+
+# AMD's fp8 fmha_v3 forward objects are in AMD's aiter repository (hsa/gfx950/fmha_v3_fwd/, from commit e4048607a5
+# on), not in the wheel: the folder this variable names holds fwd_hd128_fp8.co and fwd_hd128_fp8_causal.co.
+AITER_FP8_VARIABLE = "FLASHPREFILL_AITER_FP8"
+AITER_FP8 = pathlib.Path(os.environ[AITER_FP8_VARIABLE]) if os.environ.get(AITER_FP8_VARIABLE) else None
+needs_aiter_fp8 = pytest.mark.skipif(
+    AITER_FP8 is None, reason=f"AMD's fp8 fmha_v3 forward objects are not in the amd-aiter wheel: set "
+    f"{AITER_FP8_VARIABLE} to a folder holding fwd_hd128_fp8.co and fwd_hd128_fp8_causal.co from AMD's aiter "
+    f"repository (hsa/gfx950/fmha_v3_fwd/, commit e4048607a5)")
 
 
 def no_aiter_object(relative):

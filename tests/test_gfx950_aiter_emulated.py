@@ -4,7 +4,7 @@ are right on an MI355X. They pin the semantics the emulator had only from our re
 own kernels rely on: the transposing LDS reads (ds_read_b64_tr_b16 / tr_b8), the MFMA operand and result layouts
 (v_mfma_f32_32x32x16_bf16, v_mfma_f32_32x32x64_f8f6f4, v_mfma_f32_16x16x128_f8f6f4), v_permlane16/32_swap,
 v_cvt_pk_fp8_f32, DPP row_newbcast, buffer loads into LDS. AMD's files are read from the installed wheel at
-test time.
+test time; the fp8 fmha forward, which the wheel lacks, from the folder FLASHPREFILL_AITER_FP8 names (markers.py).
 
 Arguments are packed by tools/gfx950_emu/aiter_args.py from AMD's C++ structs; launch grids as AMD's launchers
 (fmha: aiter_meta/hsa/gfx950/fmha_v3_fwd/codegen.py; mla and the GEMM: aiter_meta/csrc/py_itfs_cu/asm_*.cu)
@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from gfx950_emu import GlobalMemory, load_code_object, run_kernel  # noqa: E402
 from gfx950_emu.aiter_args import (F8_BLOCK_SCALE_GEMM_FIELDS, FMHA_FWD_V3_FIELDS, MLA_FIELDS,  # noqa: E402
-                                   fmha_fwd_v3_launch, mangled, pack_slots)
+                                   fmha_fwd_v3_fp8_launch, fmha_fwd_v3_launch, mangled, pack_slots)
 
 pytestmark = [markers.needs_objdump22, markers.needs_aiter]
 RNG = np.random.default_rng()
@@ -73,8 +73,8 @@ def check(out, ref, model, what):
 
 
 # ---- fmha_v3 forward, bf16, causal and not -----------------------------------------------------------------------
-def fmha_model(q, k, v, scale, causal):
-    """Attention with P = exp(s - rowmax) rounded to bf16 for the P.V product, output rounded to bf16."""
+def fmha_model(q, k, v, scale, causal, p_dtype=BF16):
+    """Attention with P = exp(s - rowmax) rounded to p_dtype for the P.V product, output rounded to bf16."""
     b, s, h, _ = q.shape
     group = h // k.shape[2]
     out = np.empty(q.shape[:3] + (v.shape[-1],))
@@ -83,7 +83,7 @@ def fmha_model(q, k, v, scale, causal):
         for hi in range(h):
             scores = np.where(mask, scale * (q[bi, :, hi] @ k[bi, :, hi // group].T), -np.inf)
             p = np.exp(scores - scores.max(1, keepdims=True))
-            out[bi, :, hi] = rounded(p, BF16) @ v[bi, :, hi // group] / p.sum(1, keepdims=True)
+            out[bi, :, hi] = rounded(p, p_dtype) @ v[bi, :, hi // group] / p.sum(1, keepdims=True)
     return rounded(out, BF16)
 
 
@@ -115,6 +115,37 @@ def test_fmha_v3_fwd_bf16(head_dim_q, seqlen, heads_q, heads_kv, causal):
     for used in ("ds_read_b64_tr_b16", "v_mfma_f32_32x32x16_bf16", "v_permlane16_swap_b32",
                  "v_permlane32_swap_b32", "buffer_load_dwordx4"):
         assert stats.instructions[used], f"{name} did not run {used}"
+
+
+# ---- fmha_v3 forward, fp8 q, k, v (bf16 out), causal and not: AMD's repository's objects, not the wheel's ----------
+@markers.needs_aiter_fp8
+@pytest.mark.parametrize("seqlen, heads_q, heads_kv, batch, causal", [
+    (256, 1, 1, 1, True), (700, 2, 1, 1, True), (520, 2, 2, 2, True), (300, 2, 1, 1, False), (520, 2, 2, 1, False)])
+def test_fmha_v3_fwd_fp8(seqlen, heads_q, heads_kv, batch, causal):
+    q = (2 * RNG.standard_normal((batch, seqlen, heads_q, 128))).astype(FP8)
+    k, v = ((2 * RNG.standard_normal((batch, seqlen, heads_kv, 128))).astype(FP8) for _ in range(2))
+    descale = RNG.uniform(0.2, 1, 3).astype(np.float32)     # per tensor: the kernels read no descale strides
+    mem = GlobalMemory()
+    out = np.full((batch, seqlen, heads_q, 128), np.nan, BF16)
+    lse = np.full((batch, heads_q, seqlen), np.nan, np.float32)
+    ptrs = dict(zip(("o", "q", "k", "v", "lse"), (mem.alloc_array(x) for x in (out, q, k, v, lse))))
+    ptrs.update({f"{n}_descale": mem.alloc_array(descale[i:i + 1]) for i, n in enumerate("qkv")})
+    strides = {n: [x.strides[i] // x.itemsize for i in (1, 2, 0)] for n, x in zip("oqkv", (out, q, k, v))}
+    scale = 128 ** -0.5
+    launch = fmha_fwd_v3_fp8_launch(ptrs, q.shape, k.shape, strides, causal, scale)
+    co = load_code_object(markers.AITER_FP8 / launch.code_object)
+    assert co.kernel(launch.symbol).descriptor.kernarg_bytes == len(launch.kernarg)
+    stats = run_kernel(co, launch.symbol, launch.grid, launch.workitems, launch.kernarg, mem, enforce_waits=False)
+
+    got = mem.read(ptrs["o"], BF16, out.shape).astype(np.float64)
+    got_lse = mem.read(ptrs["lse"], np.float32, lse.shape).astype(np.float64)
+    qf, kf, vf = (x.astype(np.float64) * d for x, d in zip((q, k, v), descale))
+    ref, ref_lse = reference.attention_reference(qf, kf, vf, causal=causal, softmax_scale=scale, return_lse=True)
+    check(got, ref, fmha_model(qf, kf, vf, scale, causal, FP8), launch.symbol)
+    assert np.abs(got_lse - ref_lse).max() <= LSE_TOLERANCE * np.abs(ref_lse).max()
+    for used in ("ds_read_b64_tr_b8", "v_mfma_f32_32x32x64_f8f6f4", "v_cvt_pk_fp8_f32", "v_mul_i32_i24_dpp",
+                 "v_mov_b64"):
+        assert stats.instructions[used], f"{launch.symbol} did not run {used}"
 
 
 # ---- mla decode, fp8 Q and KV (a8w8), 4 query tokens x 16 heads, causal ----------------------------------

@@ -79,13 +79,49 @@ def fmha_fwd_v3_launch(pointers: dict, q_shape, k_shape, strides: dict, causal: 
     heads_kv, dim_q), v (batch, seqlen, heads_kv, 128) into out (batch, seqlen, heads_q, 128) and lse float32
     (batch, heads_q, seqlen), as the wheel's launcher builds it. pointers: {"o", "q", "k", "v", "lse"} device
     addresses; strides: {"o", "q", "k", "v"}: (seq, head, batch) in elements. KeyError for a dim_q without a kernel."""
+    name, tile_rows, workitems = FMHA_FWD_V3_KERNELS[q_shape[3]]
+    name += "_causal" if causal else ""
+    args, grid = _fmha_fwd_v3_args(pointers, q_shape, k_shape, strides, causal, scale, tile_rows, input_bytes=2)
+    return AiterLaunch(f"fmha_v3_fwd/fwd_{name.removeprefix('fmha_fwd_')}.co", mangled(name), grid, workitems,
+                       pack_slots(FMHA_FWD_V3_FIELDS, args))
+
+
+# fmha_v3 forward fp8 (fp8 q, k, v; bf16 out), hd128 only: in AMD's aiter repository (hsa/gfx950/fmha_v3_fwd/, from
+# commit e4048607a5 on), not in the wheel. Its mha_fwd.h appends the descales to fmha_fwd_v3_args (41 slots, 656
+# bytes); the kernels load one float from each descale pointer and never read the six strides, so a descale is per
+# tensor whatever the launcher is given. Symbols as fmha_fwd.csv lists them (their length prefix is one short of
+# the name, so not mangled()); 256 query rows per tile as bf16, 128 keys per KV tile.
+FMHA_FWD_V3_FP8_FIELDS = FMHA_FWD_V3_FIELDS + (
+    ("ptr_q_descale", "P"), ("ptr_k_descale", "P"), ("ptr_v_descale", "P"), ("s_descale_q_Bs", "I"),
+    ("s_descale_q_Hs", "I"), ("s_descale_k_Bs", "I"), ("s_descale_k_Hs", "I"), ("s_descale_v_Bs", "I"),
+    ("s_descale_v_Hs", "I"),
+)
+FMHA_FWD_V3_FP8 = {False: ("fwd_hd128_fp8.co", "_ZN5aiter24fmha_fwd_hd128_fp8_gfx950E"),
+                   True: ("fwd_hd128_fp8_causal.co", "_ZN5aiter31fmha_fwd_hd128_fp8_causal_gfx950E")}
+
+
+def fmha_fwd_v3_fp8_launch(pointers: dict, q_shape, k_shape, strides: dict, causal: bool,
+                           scale: float) -> AiterLaunch:
+    """As fmha_fwd_v3_launch, for the fp8 kernels (dim_q 128): pointers add {"q_descale", "k_descale", "v_descale"},
+    one float32 each; code_object is the file name within the folder that holds AMD's fp8 objects."""
+    if q_shape[3] != 128:
+        raise KeyError(f"fmha_v3 forward fp8 has no kernel for dim_q {q_shape[3]}")
+    _, tile_rows, workitems = FMHA_FWD_V3_KERNELS[128]
+    args, grid = _fmha_fwd_v3_args(pointers, q_shape, k_shape, strides, causal, scale, tile_rows, input_bytes=1)
+    args.update({f"ptr_{n}_descale": pointers[f"{n}_descale"] for n in "qkv"})
+    args.update({f"s_descale_{n}_{d}": 0 for n in "qkv" for d in ("Bs", "Hs")})
+    code_object, symbol = FMHA_FWD_V3_FP8[causal]
+    return AiterLaunch(code_object, symbol, grid, workitems, pack_slots(FMHA_FWD_V3_FP8_FIELDS, args))
+
+
+def _fmha_fwd_v3_args(pointers, q_shape, k_shape, strides, causal, scale, tile_rows, input_bytes):
+    """(the fields of FMHA_FWD_V3_FIELDS, grid) as the launcher sets them: q, k, v strides in bytes of the input
+    type, out's in bytes of bf16."""
     batch, seqlen, heads_q, dim_q = q_shape
     heads_kv = k_shape[2]
-    name, tile_rows, workitems = FMHA_FWD_V3_KERNELS[dim_q]
-    name += "_causal" if causal else ""
-    bf16_bytes = 2
-    (q_seq, q_head, q_batch), (k_seq, k_head, k_batch), (v_seq, v_head, v_batch), (o_seq, o_head, o_batch) = (
-        [s * bf16_bytes for s in strides[x]] for x in ("q", "k", "v", "o"))
+    (q_seq, q_head, q_batch), (k_seq, k_head, k_batch), (v_seq, v_head, v_batch) = (
+        [s * input_bytes for s in strides[x]] for x in "qkv")
+    o_seq, o_head, o_batch = (s * 2 for s in strides["o"])
     args = dict(
         ptr_o=pointers["o"], ptr_q=pointers["q"], ptr_k=pointers["k"], ptr_v=pointers["v"], ptr_lse=pointers["lse"],
         scalar=scale, s_seq_len=seqlen, s_Seqs=q_seq, s_Ts=tile_rows * q_seq, s_Hs=q_head, s_Bs=q_batch,
@@ -96,5 +132,4 @@ def fmha_fwd_v3_launch(pointers: dict, q_shape, k_shape, strides: dict, causal: 
         ptr_qseq_padding=0, ptr_kseq_padding=0)
     tiles_per_workgroup = 2 if causal else 1  # codegen.py's tg_div: causal pairs a short and a long tile
     grid = ((-(-seqlen // tile_rows) + tiles_per_workgroup - 1) // tiles_per_workgroup, heads_q, batch)
-    return AiterLaunch(f"fmha_v3_fwd/fwd_{name.removeprefix('fmha_fwd_')}.co", mangled(name), grid, workitems,
-                       pack_slots(FMHA_FWD_V3_FIELDS, args))
+    return args, grid
