@@ -1,10 +1,13 @@
 """tools/gfx950_predict.py's bookkeeping, without the emulator: which keys each workgroup visits, the order the
-hardware starts them in, the list schedule onto CUs and the calibration's least squares."""
+hardware starts them in, the list schedule onto CUs and the calibration's least squares; and, where AMD's fp8 objects
+are given (markers.AITER_FP8), one timed fit of them."""
 import pathlib
 import sys
 
 import numpy as np
 import pytest
+
+import markers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -64,3 +67,14 @@ def test_published_figures_are_fitted_and_held_out():
     used = [in_fit for *_, in_fit, _ in predict.PUBLISHED]
     assert any(used) and not all(used)
     assert all(where.startswith("github.com/") for *_, where in predict.PUBLISHED)
+
+
+@markers.needs_aiter_fp8
+def test_aiter_fp8_fit_above_the_mfma_floor():
+    """AMD's fp8 causal kernel timed on small problems: a workgroup's cycles per key at least its MFMA work on one
+    SIMD's pipe (two waves of 32 queries x 128 dims, S and P.V, at 8192 / 4 fp8 flop per cycle), and a positive
+    fixed cost."""
+    kernel = predict.Kernel("fmha_fwd_hd128_fp8_causal", "aiter", "fp8", 128, True, markers.AITER_FP8)
+    a, b = predict.fit(kernel, seed=int(RNG.integers(1 << 31)))
+    mfma_floor_per_key = 2 * 4 * 32 * 128 / (value("fp8_flop_per_cycle_per_cu") / value("simds_per_cu"))
+    assert b >= mfma_floor_per_key and a > 0

@@ -10,10 +10,12 @@ end, at the sustained clock and plus the per-call overhead that --calibration fi
 
     python tools/gfx950_predict.py                  # the table of ours over AMD's at the benchmark shapes
     python tools/gfx950_predict.py --calibration    # AMD's kernels against AMD's published MI355X figures
+    python tools/gfx950_predict.py --aiter-fp8 DIR  # adds AMD's fp8 hd128 objects (not in the wheel), from DIR
 """
 import argparse
 import dataclasses
 import heapq
+import os
 import pathlib
 import sys
 
@@ -24,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests")]
 import kernargs  # noqa: E402
 from gfx950_emu import GlobalMemory, load_code_object  # noqa: E402
-from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_launch  # noqa: E402
+from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_fp8_launch, fmha_fwd_v3_launch  # noqa: E402
 from gfx950_emu.timing import run_timed  # noqa: E402
 from gfx950_emu.timing_params import value  # noqa: E402
 
@@ -40,6 +42,7 @@ class Kernel:
     precision: str
     dim_qk: int
     causal: bool
+    folder: pathlib.Path = None   # AMD's fp8 objects: not in the wheel, the folder given
 
     @property
     def tile_rows(self):
@@ -92,14 +95,19 @@ def _our_run(kernel, seqlen, seed, folder):
 def _aiter_run(kernel, seqlen, seed, folder=None):
     import markers
     rng, mem = np.random.default_rng(seed), GlobalMemory()
-    q, k = (rng.standard_normal((1, seqlen, 1, kernel.dim_qk)).astype(BF16) for _ in range(2))
-    v = rng.standard_normal((1, seqlen, 1, 128)).astype(BF16)
+    dtype = FP8 if kernel.precision == "fp8" else BF16
+    q, k = (rng.standard_normal((1, seqlen, 1, kernel.dim_qk)).astype(dtype) for _ in range(2))
+    v = rng.standard_normal((1, seqlen, 1, 128)).astype(dtype)
     out = np.full((1, seqlen, 1, 128), np.nan, BF16)
     ptrs = dict(zip("oqkv", (mem.alloc_array(x) for x in (out, q, k, v))))
     ptrs["lse"] = mem.alloc_array(np.full(seqlen, np.nan, np.float32))
     strides = {n: [x.strides[i] // x.itemsize for i in (1, 2, 0)] for n, x in zip("oqkv", (out, q, k, v))}
-    launch = fmha_fwd_v3_launch(ptrs, q.shape, k.shape, strides, kernel.causal, kernel.dim_qk ** -0.5)
-    co = load_code_object(markers.AITER_GFX950 / launch.code_object)
+    if dtype is FP8:
+        ptrs.update({f"{n}_descale": mem.alloc_array(np.ones(1, np.float32)) for n in "qkv"})
+        launch = fmha_fwd_v3_fp8_launch(ptrs, q.shape, k.shape, strides, kernel.causal, kernel.dim_qk ** -0.5)
+    else:
+        launch = fmha_fwd_v3_launch(ptrs, q.shape, k.shape, strides, kernel.causal, kernel.dim_qk ** -0.5)
+    co = load_code_object((kernel.folder or markers.AITER_GFX950) / launch.code_object)
     return run_timed(co, launch.symbol, launch.grid, launch.workitems, launch.kernarg, mem, seed=seed,
                      enforce_waits=False)
 
@@ -186,6 +194,9 @@ def main():
                     help="the folder of our code objects (default build/gfx950)")
     ap.add_argument("--grid-order", action="store_true",
                     help="our workgroups in grid order (code objects from before longest_first)")
+    ap.add_argument("--aiter-fp8", type=pathlib.Path, default=os.environ.get("FLASHPREFILL_AITER_FP8"),
+                    help="a folder holding AMD's fwd_hd128_fp8_causal.co (aiter repository, hsa/gfx950/fmha_v3_fwd/; "
+                    "default $FLASHPREFILL_AITER_FP8): adds AMD's fp8 at dim 128")
     args = ap.parse_args()
     fits = {}
 
@@ -213,8 +224,10 @@ def main():
             print(f"| b{batch} s{seqlen} h{heads} {'causal' if causal else 'full'} | {tflops} | {raw:.0f} | "
                   f"{cal:.0f} | {cal / tflops:.2f} | {'fit' if in_fit else 'held out'} | {where} |")
         return
-    print("| shape | AMD bf16 TFLOP/s | ours bf16 | ours fp8 | bf16 ours / AMD | fp8 ours / AMD bf16 | fp8 of peak |")
-    print("|---|---|---|---|---|---|---|")
+    amd_fp8 = args.aiter_fp8 and Kernel("fmha_fwd_hd128_fp8_causal", "aiter", "fp8", 128, True, args.aiter_fp8)
+    print("| shape | AMD bf16 TFLOP/s | ours bf16 | ours fp8 | bf16 ours / AMD | fp8 ours / AMD bf16 | fp8 of peak |"
+          + (" AMD fp8 | fp8 ours / AMD fp8 |" if amd_fp8 else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|---|" if amd_fp8 else ""))
     peak = value("fp8_flop_per_cycle_per_cu") * value("cus") * value("sustained_clock_ghz") * 1e9
     for name, batch, seqlen, heads, dim_qk in SHAPES:
         f = flops(batch, seqlen, heads, dim_qk, 128, True)
@@ -223,8 +236,11 @@ def main():
             return f / seconds(problem_cycles(kernel, ab(kernel), batch, seqlen, heads, args.grid_order)) / 1e12
         amd = tflops(AITER[dim_qk, True])
         ours = {p: tflops(OURS[p, dim_qk]) for p in ("bf16", "fp8")}
+        fp8 = ""
+        if amd_fp8:
+            fp8 = f" {tflops(amd_fp8):.0f} | {ours['fp8'] / tflops(amd_fp8):.2f} |" if dim_qk == 128 else " - | - |"
         print(f"| {name} | {amd:.0f} | {ours['bf16']:.0f} | {ours['fp8']:.0f} | {ours['bf16'] / amd:.2f} | "
-              f"{ours['fp8'] / amd:.2f} | {ours['fp8'] * 1e12 / peak:.0%} |", flush=True)
+              f"{ours['fp8'] / amd:.2f} | {ours['fp8'] * 1e12 / peak:.0%} |{fp8}", flush=True)
 
 if __name__ == "__main__":
     main()
