@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 import markers
-from flashprefill import fp8
 from test_gfx950_kernel_emulated import ROOT
-from gfx950_bounds import bf16_verdict, fp8_verdicts  # tools/, on sys.path from there
+from gfx950_bounds import bf16_verdict  # tools/, on sys.path from there
 from test_gfx950_varlen_emulated import (BLOCK_TOKENS, DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES,
-                                         _bf16_floor, _check_lse, _check_untouched, _layout, _quantized, _rows, _run,
-                                         _sequence_reference)
+                                         _bf16_floor, _check_fp8_sequence, _check_lse, _check_untouched, _layout,
+                                         _quantized, _rows, _run, _sequence_reference)
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 SPARE_PAGES = 2      # pages no sequence names (NaN)
@@ -93,18 +92,9 @@ def test_paged(name, page_size, causal, descale):
         if sq == 0:
             continue  # no row of out or lse is the sequence's
         rows_q, rows_k = _rows(cu_q, b, sq), _rows(cu_k, b, sk)
-        if "fp8" in name and descale == "per_block":
-            scales = [fp8.block_scales(e[b:b + 1], n, BLOCK_TOKENS) for e, n in ((qd, sq), (kd, sk), (vd, sk))]
-        elif "fp8" in name:
-            scales = [np.repeat(qd[b:b + 1], HEADS_Q // HEADS_KV, axis=1), kd[b:b + 1], vd[b:b + 1]]
         if "fp8" in name:
-            model, model_lse = fp8.attention_fp8_model(q[rows_q][None], k[rows_k][None], v[rows_k][None], *scales,
-                                                       causal=causal, kv_tile=64, return_lse=True)
-            model, model_lse = model[0], model_lse[0]
-            _check_lse(seed, b, lse[:, rows_q], model_lse)
-            ref, _ = _sequence_reference(qx[rows_q], kx[rows_k], vx[rows_k], causal)
-            for verdict in fp8_verdicts(out[rows_q], model, ref):
-                assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
+            _check_fp8_sequence(seed, b, out, lse, (q, k, v), (qd, kd, vd), (qx, kx, vx), rows_q, rows_k, sq, sk,
+                                descale == "per_block", causal)
         else:
             ref, ref_lse = _sequence_reference(q[rows_q], k[rows_k], v[rows_k], causal)
             verdict = bf16_verdict(out[rows_q], ref, _bf16_floor(q[rows_q], k[rows_k], v[rows_k], causal))

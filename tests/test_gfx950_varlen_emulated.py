@@ -179,6 +179,23 @@ def _quantized(rng, cu, lengths, heads, dim, per_block):
     return codes, (exponents if per_block else factors), values
 
 
+def _check_fp8_sequence(seed, b, out, lse, codes, descales, dequantized, rows_q, rows_k, sq, sk, per_block, causal):
+    """Sequence b's out and lse (its rows rows_q, keys rows_k; sq queries, sk keys) against the numpy model of the fp8
+    pipeline (its own descales: per (sequence, kv head), or per block of BLOCK_TOKENS from its first token) and float64
+    attention of the dequantized inputs."""
+    (q8, k8, v8), (qd, kd, vd), (qx, kx, vx) = codes, descales, dequantized
+    if per_block:
+        scales = [fp8.block_scales(e[b:b + 1], n, BLOCK_TOKENS) for e, n in ((qd, sq), (kd, sk), (vd, sk))]
+    else:
+        scales = [np.repeat(qd[b:b + 1], HEADS_Q // HEADS_KV, axis=1), kd[b:b + 1], vd[b:b + 1]]
+    model, model_lse = fp8.attention_fp8_model(q8[rows_q][None], k8[rows_k][None], v8[rows_k][None], *scales,
+                                               causal=causal, kv_tile=64, return_lse=True)
+    _check_lse(seed, b, lse[:, rows_q], model_lse[0])
+    ref, _ = _sequence_reference(qx[rows_q], kx[rows_k], vx[rows_k], causal)
+    for verdict in fp8_verdicts(out[rows_q], model[0], ref):
+        assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
+
+
 @shapes.over_dims_qk
 @pytest.mark.parametrize("causal, seqused, descale", [(True, True, "per_block"), (False, False, "per_head")],
                          ids=["causal-seqused_k-per_block", "full-cu_seqlens_k-per_head"])
@@ -203,15 +220,5 @@ def test_varlen_fp8(causal, seqused, descale, dim_qk):
     for b, (sq, sk) in enumerate(SEQUENCES):
         if sq == 0:
             continue  # no row of out or lse is the sequence's
-        rows_q, rows_k = _rows(cu_q, b, sq), _rows(cu_k, b, sk)
-        if per_block:
-            scales = [fp8.block_scales(e[b:b + 1], n, BLOCK_TOKENS) for e, n in ((qd, sq), (kd, sk), (vd, sk))]
-        else:
-            scales = [np.repeat(qd[b:b + 1], HEADS_Q // HEADS_KV, axis=1), kd[b:b + 1], vd[b:b + 1]]
-        model, model_lse = fp8.attention_fp8_model(q8[rows_q][None], k8[rows_k][None], v8[rows_k][None], *scales,
-                                                   causal=causal, kv_tile=64, return_lse=True)
-        model, model_lse = model[0], model_lse[0]
-        _check_lse(seed, b, lse[:, rows_q], model_lse)
-        ref, _ = _sequence_reference(qx[rows_q], kx[rows_k], vx[rows_k], causal)
-        for verdict in fp8_verdicts(out[rows_q], model, ref):
-            assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
+        _check_fp8_sequence(seed, b, out, lse, (q8, k8, v8), (qd, kd, vd), (qx, kx, vx),
+                            _rows(cu_q, b, sq), _rows(cu_k, b, sk), sq, sk, per_block, causal)
