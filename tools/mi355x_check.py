@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import pathlib
-import subprocess
 import sys
 import zlib
 
@@ -28,6 +27,7 @@ sys.path[:0] = [str(TOOLS), str(ROOT / "python")]
 
 import mi355x_cases as cases  # noqa: E402
 import mi355x_device as device  # noqa: E402
+from records import git_commit  # noqa: E402
 import timing  # noqa: E402
 from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_launch  # noqa: E402
 
@@ -297,14 +297,6 @@ def markdown(records, backend):
         rows.append(f"| {r['case']} | {r['kernel']} | {check} | {worst} | {_ms(ours)} | {tflops} | {_ms(theirs)} | "
                     f"{_number(r.get('ours_over_aiter'), '.3g')} |")
     return "\n".join(rows) + "\n"
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main(argv=None):
