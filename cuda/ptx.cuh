@@ -14,6 +14,16 @@ __device__ __forceinline__ uint32_t smem_addr(const void *ptr)
     return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
+// ---- the thread ----------------------------------------------------------------------------------------------
+
+// mov %laneid: the thread's lane in its warp.
+__device__ __forceinline__ uint32_t lane_index()
+{
+    uint32_t lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
 // ld.global.nc.b32, volatile to the compiler: read where it stands, not hoisted out of a loop (a value read again
 // each round costs an L1 hit; held, it costs a register the thread does not have).
 __device__ __forceinline__ int32_t ld_global_nc_s32(const int32_t *ptr)

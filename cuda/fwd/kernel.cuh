@@ -1,7 +1,8 @@
 // The Hopper forward kernel: a persistent grid of CTAs, each taking work items of (128 query rows, query head,
 // batch) in turn (scheduler.cuh), warp-specialised; the producer loads the next item's tiles while the consumers
 // finish the last one. This file sets up shared memory and the barriers and gives each warp its role:
-//   warpgroup 0, lanes 0-1 (producer.cuh): every TMA load, kStages deep, each K and V tile with its fp8 descale.
+//   warpgroup 0, lanes 0-1 (varlen: warp 0) (producer.cuh): every TMA load, kStages deep, each K and V tile with
+//       its fp8 descale.
 //   fp8 (converter.cuh): a warpgroup of its own at 128 keys a tile, warps 1-3 of warpgroup 0 at 192: V made ready
 //       for P.V as it lands (V^T for e4m3 codes, float16 for float16 P); none where v comes prepared.
 //   the last two warpgroups (mainloop.cuh): the consumers, 64 query rows each.
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        if (threadIdx.x < 2) {  // the two issuing lanes (producer)
+        if (threadIdx.x < Config::kIssuingThreads) {  // the issuing lanes (producer)
             for_each_item([&](Item item, int round) { producer<Config>(args, ss, item, round, rings); });
         } else if constexpr (Config::kIsFp8 && !Config::kVPrepared) {
             if (threadIdx.x >= Config::kConverterThread0) {

@@ -73,8 +73,11 @@ struct KvRows {
         if constexpr (!Config::kVarlen) {
             ptx::tma_load_4d(dst, map, full, col, key0, head_kv, batch);
         } else if (!paged()) {
-            ptx::tma_load_4d(dst, map, full, col, k_start + key0, head_kv, 0);
+            if (ptx::lane_index() == 0)  // varlen: lane 0 of the issuing warp
+                ptx::tma_load_4d(dst, map, full, col, k_start + key0, head_kv, 0);
         } else {
+            if (ptx::lane_index() != 0)
+                return;
             const int page_mask = (1 << args.page_shift) - 1;
 #pragma unroll
             for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
@@ -113,8 +116,9 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     const KvRows<Config> rows(args, item, head_kv);
     const uint32_t thread = threadIdx.x % 128;
     // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
-    // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvFromOneLane):
-    // lane 0 each tile's V right after its K (a V slot frees after P.V).
+    // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvTogether):
+    // lane 0 each tile's V right after its K (a V slot frees after P.V). Varlen (Config::kWarpIssues): every lane of
+    // warp 0 waits as one, lane 0 writes, expects and issues.
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
     // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by
@@ -123,8 +127,12 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         return [=](int stage, uint32_t phase, int key0) {
             const TileRows<Config> where = rows.where(key0);
             ptx::mbarrier_wait_parity(&empty[stage], phase ^ 1);
-            write_descale(stage, key0, where);
-            ptx::mbarrier_arrive_expect_tx(&full[stage], rows.bytes(tile_bytes, where));
+            if (!Config::kWarpIssues || thread == 0) {
+                write_descale(stage, key0, where);
+                ptx::mbarrier_arrive_expect_tx(&full[stage], rows.bytes(tile_bytes, where));
+            }
+            if constexpr (Config::kWarpIssues)
+                __syncwarp();  // the bytes expected before the boxes land
             load(stage, key0, where);
         };
     };
@@ -151,20 +159,22 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
         if constexpr (Config::kIsFp8)
             ss.v_exponent[stage] = rows.exponent(args.v_descale, key0, where);
     }, chunk_load(ss.v, &args.tm_v, ss.v_full, TileChunks<Config::kVChunks, Config::kSwizzleV>{}));
-    if (thread == 0) {
+    if (Config::kWarpIssues || thread == 0) {
         // Q's buffer is free once every consumer warp has read the previous item's Q.
         ptx::mbarrier_wait_parity(&ss.q_empty, (round & 1) ^ 1);
-        if constexpr (Config::kQBf16) {  // two chunks of 64 bf16 columns, rounded by the consumers
-            ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBf16Bytes);
-            for (int c = 0; c < 2; ++c)
-                ptx::tma_load_4d(ss.q_bf16 + c * Config::kBlockM * 128, &args.tm_q, &ss.q_full, c * 64,
-                                 item.span.q_start + m_block * Config::kBlockM, head, 0);
-        } else {
-            ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
-            for (int c = 0; c < Config::kQkChunks; ++c)
-                ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
-                                 c * Config::kAtomColsQk, item.span.q_start + m_block * Config::kBlockM, head,
-                                 Config::kVarlen ? 0 : batch);
+        if (!Config::kWarpIssues || thread == 0) {
+            if constexpr (Config::kQBf16) {  // two chunks of 64 bf16 columns, rounded by the consumers
+                ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBf16Bytes);
+                for (int c = 0; c < 2; ++c)
+                    ptx::tma_load_4d(ss.q_bf16 + c * Config::kBlockM * 128, &args.tm_q, &ss.q_full, c * 64,
+                                     item.span.q_start + m_block * Config::kBlockM, head, 0);
+            } else {
+                ptx::mbarrier_arrive_expect_tx(&ss.q_full, Config::kTileQBytes);
+                for (int c = 0; c < Config::kQkChunks; ++c)
+                    ptx::tma_load_4d(ss.q + c * Config::kBlockM * Config::kSwizzleQk, &args.tm_q, &ss.q_full,
+                                     c * Config::kAtomColsQk, item.span.q_start + m_block * Config::kBlockM, head,
+                                     Config::kVarlen ? 0 : batch);
+            }
         }
         const float scale_log2 = score_scale_log2(args, batch, head, m_block, Config::kBlockM);
         const auto k_tiles = tile_kind(ss.k_empty, ss.k_full, Config::kTileKBytes,
@@ -172,11 +182,11 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
             if constexpr (Config::kIsFp8)
                 ss.k_scale_log2[stage] = ldexpf(scale_log2, rows.exponent(args.k_descale, key0, where));
         }, chunk_load(ss.k, &args.tm_k, ss.k_full, TileChunks<Config::kQkChunks, Config::kSwizzleQk>{}));
-        if constexpr (Config::kKvFromOneLane)
+        if constexpr (Config::kKvTogether)
             issue_ring(rings.kv, k_tiles, v_tiles);
         else
             issue_ring(rings.kv, k_tiles);
-    } else if (thread == 1 && !Config::kKvFromOneLane) {
+    } else if (thread == 1 && !Config::kKvTogether) {
         if constexpr (Config::kVPrepared) {
             // V^T as P.V reads it (VtLayout): positions 0-127 in 128-byte rows, at 192 keys 128-191 in 64-byte rows;
             // the rows of ones below each part stay as the kernel wrote them.
