@@ -19,11 +19,12 @@ struct TileChunks {
     static constexpr int kChunks = kChunkCount, kSwizzle = kSwizzleBytes;
 };
 
-// The rows of a K or V tile as loaded: how many, and (paged) the page ids of its first kHeldPages boxes, read before
-// the lane waits for the tile's slot so that no load stands between the slot freeing and the tile's TMAs.
+// The rows of a K or V tile as loaded: how many, and (paged) page ids read before the issuing warp waits for the
+// tile's slot, so that no load stands between the slot freeing and the tile's TMAs: the id of this lane's box
+// (Config::kBoxPerLane), else those of the first kHeldPages boxes (lane 0 issues them all).
 template <class Config>
 struct TileRows {
-    static constexpr int kHeldPages = 4;  // the boxes of pages >= 32 (128 keys a tile) or >= 64 (192)
+    static constexpr int kHeldPages = Config::kBoxPerLane ? 1 : 4;  // 4: the boxes of pages >= 64 (192 keys a tile)
     int loaded;
     int page[Config::kVarlen ? kHeldPages : 1];
 };
@@ -31,8 +32,9 @@ struct TileRows {
 // Where a K or V tile's rows come from. Dense: rows key0 .. of the batch's own tensor. Varlen: the sequence's rows
 // of the packed tensor (one batch). Paged: boxes of 2^box_shift rows (a divisor of the page and the tile: one box a
 // tile at pages >= 128 of the 128-key kernels), each within the page holding it; boxes wholly past the sequence's
-// keys are not loaded (their rows are masked, V's zeroed: mainloop.cuh, converter.cuh). Pages and boxes are powers
-// of two, so that the lane's few registers hold no division.
+// keys are not loaded (their rows are masked, V's zeroed: mainloop.cuh, converter.cuh). Box j is issued by lane j of
+// the issuing warp (Config::kBoxPerLane), else every box by lane 0. Pages and boxes are powers of two, so that the
+// lanes' few registers hold no division.
 template <class Config>
 struct KvRows {
     const FwdArgs &args;
@@ -59,26 +61,33 @@ struct KvRows {
             return t;
         const int box = 1 << args.box_shift, keys = (seqlen_k - key0 + box - 1) & -box;
         t.loaded = keys < Config::kBlockN ? keys : Config::kBlockN;
+        if constexpr (Config::kBoxPerLane) {
+            if (const int row = static_cast<int>(ptx::lane_index()) << args.box_shift; row < t.loaded)
+                t.page[0] = __ldg(pages + ((key0 + row) >> args.page_shift));
+        } else {
 #pragma unroll
-        for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
-            if (j << args.box_shift < t.loaded)
-                t.page[j] = __ldg(pages + ((key0 + (j << args.box_shift)) >> args.page_shift));
+            for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
+                if (j << args.box_shift < t.loaded)
+                    t.page[j] = __ldg(pages + ((key0 + (j << args.box_shift)) >> args.page_shift));
+        }
         return t;
     }
-    // Loads the tile's column chunk at element column `col` into `dst` (kBlockN rows of kSwizzle bytes).
+    // Loads the tile's column chunk at element column `col` into `dst` (kBlockN rows of kSwizzle bytes): dense by the
+    // calling lane, varlen by lane 0 of the issuing warp, paged by the lanes of its boxes (or lane 0).
     template <int kSwizzle>
     __device__ __forceinline__ void load(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int col, int key0,
                                          const TileRows<Config> &t) const
     {
+        const int page_mask = (1 << args.page_shift) - 1;
         if constexpr (!Config::kVarlen) {
             ptx::tma_load_4d(dst, map, full, col, key0, head_kv, batch);
         } else if (!paged()) {
-            if (ptx::lane_index() == 0)  // varlen: lane 0 of the issuing warp
+            if (ptx::lane_index() == 0)
                 ptx::tma_load_4d(dst, map, full, col, k_start + key0, head_kv, 0);
-        } else {
-            if (ptx::lane_index() != 0)
-                return;
-            const int page_mask = (1 << args.page_shift) - 1;
+        } else if constexpr (Config::kBoxPerLane) {
+            if (const int row = static_cast<int>(ptx::lane_index()) << args.box_shift; row < t.loaded)
+                ptx::tma_load_4d(dst + row * kSwizzle, map, full, col, (key0 + row) & page_mask, head_kv, t.page[0]);
+        } else if (ptx::lane_index() == 0) {
 #pragma unroll
             for (int j = 0; j < TileRows<Config>::kHeldPages; ++j)
                 if (j << args.box_shift < t.loaded)
@@ -95,7 +104,8 @@ struct KvRows {
     {
         return tile_bytes / Config::kBlockN * t.loaded;
     }
-    // The block exponent of the tile's descale d (paged PER_BLOCK: one per page and kv head, the tile's first page).
+    // The block exponent of the tile's descale d (paged PER_BLOCK: one per page and kv head, the tile's first page:
+    // lane 0's).
     __device__ __forceinline__ int exponent(const DescaleArg &d, int key0, const TileRows<Config> &t) const
     {
         if (paged() && d.exponents != nullptr)
@@ -118,7 +128,7 @@ __device__ __forceinline__ void producer(const FwdArgs &args, FwdSharedStorage<C
     // Lane 0 of warp 0 loads Q and every K tile (a K slot frees after S). fp8: lane 1 every V tile (a V slot frees
     // once converted), so that neither kind waits behind the other's free slot; bf16 (Config::kKvTogether):
     // lane 0 each tile's V right after its K (a V slot frees after P.V). Varlen (Config::kWarpIssues): every lane of
-    // warp 0 waits as one, lane 0 writes, expects and issues.
+    // warp 0 waits as one, lane 0 writes the descale and expects the bytes, the lanes of the boxes issue them.
     // fp8: each tile's descale travels with it through shared memory (written before the arrive that
     // releases it): K's score scale with its block exponent applied, V's block exponent.
     // A kind of tile: into slot `stage` of its ring once the slot's last tile is released (parity phase ^ 1), by
