@@ -3,7 +3,8 @@ references, sequence by sequence, with the bounds of test_kernel_gpu.py (varlen_
 127, 128, 129, 300 and one longer than all of them together, in a random order; bf16 and fp8 with per-tensor,
 per-(sequence, KV head) and per-block descales; dims 128/128 and 192/128; GQA 8/2 and 2/2 heads (32/8 and 16/16
 scaled down); causal and not. Paged caches of 16, 64 and 256 tokens a page, the pages permuted, NaN in every slot
-no sequence reads; chunked prefill (fewer queries than keys, seqused_k). Outputs poisoned: NaN in the sequences' rows
+no sequence reads; fp8 paged calls bit for bit the same call on the keys packed (float16 and float32 scores);
+chunked prefill (fewer queries than keys, seqused_k). Outputs poisoned: NaN in the sequences' rows
 (every element must be written and finite), random bits past cu_seqlens_q[batch] (left as they were, byte for byte).
 Every call runs with check=True. Device arrays the check kernel refuses raise, out and lse all NaN.
 """
@@ -164,6 +165,46 @@ def test_paged(page_size, kind, causal, dims):
         assert info.value.status == fp.Status.ERROR_NOT_SUPPORTED
         return
     _check(case, causal, seed)
+
+
+# fp8 paged against the same keys packed: every page size, float16 scores (the default kernels) and float32, both dims
+PAGED_BITS = [(page_size, scores, dims) for page_size in (16, 64, 256) for scores in ("default", "fp32")
+              for dims in ((128, 128), (192, 128))]
+F16_SCORES_Q_CODE_MAX = {128: 1.125, 192: 0.75}  # flashprefill.h: float16 scores' bound on q's codes
+
+
+@pytest.mark.parametrize("page_size, scores, dims", PAGED_BITS,
+                         ids=["page{}-{}-{}".format(p, s, shapes.dims_id(d)) for p, s, d in PAGED_BITS])
+def test_paged_same_bits_as_packed(page_size, scores, dims):
+    """fp8 paged k and v (pages permuted, NaN in every slot no sequence reads) against the same keys packed: out and
+    lse bit for bit, every row of the sequences written, the rows past them untouched. q's codes within the float16
+    scores' bound so that "default" takes the float16-score kernels, whose paged boxes come each from its own lane."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    lengths_k = vc.lengths(rng)
+    lengths_q = [n if i % 2 else min(n, int(rng.integers(1, 200))) for i, n in enumerate(lengths_k)]
+    case = vc.paged_case(rng, lengths_q, lengths_k, (8, 2), dims, "per_tensor", page_size)
+    bound = F16_SCORES_Q_CODE_MAX[dims[0]]
+    q = ga.to_e4m3(np.clip(rng.standard_normal(case.q.data.shape) * bound / 2, -bound, bound).astype(np.float32))
+    packed = [reference.gather_pages(x.data, case.seqused_k, case.block_table) for x in (case.k, case.v)]
+    forms = {"paged": (case.k.data, case.v.data, dict(cu_seqlens_k=None, seqused_k=_device_int32(case.seqused_k),
+                                                      block_table=_device_int32(case.block_table))),
+             "packed": (*packed, dict(cu_seqlens_k=_device_int32(vc.offsets(case.seqused_k)), seqused_k=None,
+                                      block_table=None))}
+    rows, results = case.cu_q[-1], {}
+    for name, (k, v, keys) in forms.items():
+        out, tail = _poisoned_out(case, dims[1], seed)
+        _, lse = fp.attention_varlen(ga.to_device(q), ga.to_device(k), ga.to_device(v), _device_int32(case.cu_q),
+                                     max_seqlen_q=case.max_q, max_seqlen_k=case.max_k, **keys,
+                                     q_descale=_device_descale(case.q.descale), k_descale=_device_descale(case.k.descale),
+                                     v_descale=_device_descale(case.v.descale), scores=scores, causal=True, out=out,
+                                     return_lse=True, check=True)
+        ga.synchronize()
+        assert ga.equal(out[rows:], tail), f"seed {seed}: {name}: rows past cu_seqlens_q[batch] were written"
+        assert ga.all_finite(out[:rows]), f"seed {seed}: {name}: unwritten or non-finite elements"
+        results[name] = (ga.to_host(out[:rows]), cp.asnumpy(lse[:, :rows]))
+    assert ga.equal(results["paged"][0], results["packed"][0]), f"seed {seed}: paged out differs from packed"
+    assert np.array_equal(results["paged"][1], results["packed"][1]), f"seed {seed}: paged lse differs from packed"
 
 
 def test_workspace_reused_and_calls_deterministic():
