@@ -172,9 +172,9 @@ struct FwdConfig {
     static constexpr bool kTurns = kIsFp8;
     // Varlen: the whole of warp 0 issues K and V together: every lane waits for each slot, lane 0 writes the descale
     // and expects the bytes; a paged tile's box j comes from lane j, which loaded its page id (kBoxPerLane), else
-    // every box from lane 0. Paged hd128 against contiguous, fp8 / bf16: 0.80-0.85 / 0.86-0.95 with lane 0 issuing K
-    // and lane 1 V, 0.87-0.91 / 0.95-0.99 with the warp and lane 0 the boxes, fp8 0.97-0.98 with a box a lane.
-    // The float32-score 192-key fp8 kernel keeps lane 0: a page-id load per lane made ptxas spill its consumers.
+    // every box from lane 0 (one lane loading and issuing a tile's boxes in turn kept paged fp8 at 0.8-0.9x of
+    // contiguous, a box a lane 0.98-0.99x). The float32-score 192-key fp8 kernel keeps lane 0: a page-id load per
+    // lane made ptxas spill its consumers.
     static constexpr bool kWarpIssues = kVarlen;
     static constexpr bool kBoxPerLane = kVarlen && !(kIsFp8 && kBlockN == 192 && kScores == ScoreKind::kF32);
     static_assert(!kBoxPerLane || kBlockN / 16 <= 32, "a paged tile's boxes (pages of 16 rows or more) a lane each");
