@@ -199,22 +199,15 @@ __global__ void __launch_bounds__(Config::kThreads, 1) wgmma_loop_kernel(const _
     }
     __syncthreads();
 
-    auto for_each_item = [&](auto &&run) {
-        for (int round = 0;; ++round) {
-            const int index = work_index(round);
-            if (index >= item_count<Config>(a))
-                return;
-            run(item_at<Config>(a, index), round);
-        }
-    };
     RingPositions<Config> rings;
     if (threadIdx.x / 128 < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
-        if (threadIdx.x < 2)
-            for_each_item([&](Item item, int round) { producer<Config>(a, ss, item, round, rings); });
+        if (threadIdx.x < Config::kIssuingThreads)
+            for_each_item<Config>(a, [&](Item item, int round) { producer<Config>(a, ss, item, round, rings); });
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        for_each_item([&](Item item, int round) { wgmma_loop_consumer<Config, PFromS>(args, ss, item, round, rings); });
+        for_each_item<Config>(a,
+            [&](Item item, int round) { wgmma_loop_consumer<Config, PFromS>(args, ss, item, round, rings); });
     }
 }
 

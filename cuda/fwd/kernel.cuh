@@ -69,31 +69,23 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
     // Varlen: launched while the plan kernel runs (programmatic dependent launch); its list is read from here on.
     if constexpr (Config::kVarlen)
         ptx::griddepcontrol_wait();
-    // Each role walks this CTA's work items (work_index) with its own ring position.
-    auto for_each_item = [&](auto &&run) {
-        for (int round = 0;; ++round) {
-            const int index = work_index(round);
-            if (index >= item_count<Config>(args))
-                return;
-            run(item_at<Config>(args, index), round);
-        }
-    };
     RingPositions<Config> rings;
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup < Config::kProducerWarpgroups) {
         ptx::setmaxnreg_dec<Config::kProducerRegs>();
         if (threadIdx.x < Config::kIssuingThreads) {  // the issuing lanes (producer)
-            for_each_item([&](Item item, int round) { producer<Config>(args, ss, item, round, rings); });
+            for_each_item<Config>(args, [&](Item item, int round) { producer<Config>(args, ss, item, round, rings); });
         } else if constexpr (Config::kIsFp8 && !Config::kVPrepared) {
             if (threadIdx.x >= Config::kConverterThread0) {
                 const uint32_t thread = threadIdx.x - Config::kConverterThread0;
                 const TransposeLanes<Config::kBlockN> lanes(thread);
-                for_each_item([&](Item item, int) { v_converter<Config>(ss, item.range, lanes, thread, rings); });
+                for_each_item<Config>(args,
+                    [&](Item item, int) { v_converter<Config>(ss, item.range, lanes, thread, rings); });
             }
         }
     } else {
         ptx::setmaxnreg_inc<Config::kConsumerRegs>();
-        for_each_item([&](Item item, int round) { consumer<Config>(args, ss, item, round, rings); });
+        for_each_item<Config>(args, [&](Item item, int round) { consumer<Config>(args, ss, item, round, rings); });
     }
 }
 

@@ -49,6 +49,18 @@ __device__ __forceinline__ Item item_at(const FwdArgs &args, int index)
     }
 }
 
+// Runs run(item, round) on each of this CTA's work items in turn: every role walks them with its own ring position.
+template <class Config, class Run>
+__device__ __forceinline__ void for_each_item(const FwdArgs &args, Run &&run)
+{
+    for (int round = 0;; ++round) {
+        const int index = work_index(round);
+        if (index >= item_count<Config>(args))
+            return;
+        run(item_at<Config>(args, index), round);
+    }
+}
+
 // The query rows of the item of round `round` in the packed q and out (q_start, seqlen_q) for the epilogue: varlen reads
 // them again from the plan's entry (in L1 since the item began) rather than hold two registers across the main loop,
 // where the varlen consumers are at their register limit; dense calls take the item's.
