@@ -167,8 +167,8 @@ def test_paged(page_size, kind, causal, dims):
     _check(case, causal, seed)
 
 
-# fp8 paged against the same keys packed: every page size, float16 scores (the default kernels) and float32, both dims
-PAGED_BITS = [(page_size, scores, dims) for page_size in (16, 64, 256) for scores in ("default", "fp32")
+# fp8 paged against the same keys packed: every page size, float16 scores and float32, both dims
+PAGED_BITS = [(page_size, scores, dims) for page_size in (16, 64, 256) for scores in ("fp16", "fp32")
               for dims in ((128, 128), (192, 128))]
 F16_SCORES_Q_CODE_MAX = {128: 1.125, 192: 0.75}  # flashprefill.h: float16 scores' bound on q's codes
 
@@ -178,7 +178,8 @@ F16_SCORES_Q_CODE_MAX = {128: 1.125, 192: 0.75}  # flashprefill.h: float16 score
 def test_paged_same_bits_as_packed(page_size, scores, dims):
     """fp8 paged k and v (pages permuted, NaN in every slot no sequence reads) against the same keys packed: out and
     lse bit for bit, every row of the sequences written, the rows past them untouched. q's codes within the float16
-    scores' bound so that "default" takes the float16-score kernels, whose paged boxes come each from its own lane."""
+    scores' bound; "fp16" names the float16-score kernels (refused, not replaced, where none takes the call), whose
+    paged boxes come each from its own lane."""
     seed = _seed()
     rng = np.random.default_rng(seed)
     lengths_k = vc.lengths(rng)
