@@ -109,4 +109,40 @@ fp_gfx950_quantize_d256_co:
     .globl fp_gfx950_quantize_d256_co_size
 fp_gfx950_quantize_d256_co_size:
     .quad .Lquantize_d256_co_end - fp_gfx950_quantize_d256_co
+    .balign 64
+    .globl fp_gfx950_merge_state_bf16_bf16_co
+fp_gfx950_merge_state_bf16_bf16_co:
+    .incbin "build/gfx950/merge_state_bf16_bf16.co"
+.Lmerge_state_bf16_bf16_co_end:
+    .balign 8
+    .globl fp_gfx950_merge_state_bf16_bf16_co_size
+fp_gfx950_merge_state_bf16_bf16_co_size:
+    .quad .Lmerge_state_bf16_bf16_co_end - fp_gfx950_merge_state_bf16_bf16_co
+    .balign 64
+    .globl fp_gfx950_merge_state_bf16_f32_co
+fp_gfx950_merge_state_bf16_f32_co:
+    .incbin "build/gfx950/merge_state_bf16_f32.co"
+.Lmerge_state_bf16_f32_co_end:
+    .balign 8
+    .globl fp_gfx950_merge_state_bf16_f32_co_size
+fp_gfx950_merge_state_bf16_f32_co_size:
+    .quad .Lmerge_state_bf16_f32_co_end - fp_gfx950_merge_state_bf16_f32_co
+    .balign 64
+    .globl fp_gfx950_merge_state_f32_bf16_co
+fp_gfx950_merge_state_f32_bf16_co:
+    .incbin "build/gfx950/merge_state_f32_bf16.co"
+.Lmerge_state_f32_bf16_co_end:
+    .balign 8
+    .globl fp_gfx950_merge_state_f32_bf16_co_size
+fp_gfx950_merge_state_f32_bf16_co_size:
+    .quad .Lmerge_state_f32_bf16_co_end - fp_gfx950_merge_state_f32_bf16_co
+    .balign 64
+    .globl fp_gfx950_merge_state_f32_f32_co
+fp_gfx950_merge_state_f32_f32_co:
+    .incbin "build/gfx950/merge_state_f32_f32.co"
+.Lmerge_state_f32_f32_co_end:
+    .balign 8
+    .globl fp_gfx950_merge_state_f32_f32_co_size
+fp_gfx950_merge_state_f32_f32_co_size:
+    .quad .Lmerge_state_f32_f32_co_end - fp_gfx950_merge_state_f32_f32_co
     .section .note.GNU-stack,"",@progbits

@@ -33,6 +33,14 @@ extern const unsigned char fp_gfx950_quantize_d224_co[];
 extern const uint64_t fp_gfx950_quantize_d224_co_size;
 extern const unsigned char fp_gfx950_quantize_d256_co[];
 extern const uint64_t fp_gfx950_quantize_d256_co_size;
+extern const unsigned char fp_gfx950_merge_state_bf16_bf16_co[];
+extern const uint64_t fp_gfx950_merge_state_bf16_bf16_co_size;
+extern const unsigned char fp_gfx950_merge_state_bf16_f32_co[];
+extern const uint64_t fp_gfx950_merge_state_bf16_f32_co_size;
+extern const unsigned char fp_gfx950_merge_state_f32_bf16_co[];
+extern const uint64_t fp_gfx950_merge_state_f32_bf16_co_size;
+extern const unsigned char fp_gfx950_merge_state_f32_f32_co[];
+extern const uint64_t fp_gfx950_merge_state_f32_f32_co_size;
 
 /* MI355X (gfx950) compute unit: LDS per workgroup, unified VGPR + AGPR file per lane of one wave. */
 #define FP_GFX950_LDS_BYTES (160 * 1024)

@@ -32,6 +32,14 @@ static const struct {
     [FP_GFX950_QUANTIZE_D192] = {"quantize_d192", fp_gfx950_quantize_d192_co, &fp_gfx950_quantize_d192_co_size},
     [FP_GFX950_QUANTIZE_D224] = {"quantize_d224", fp_gfx950_quantize_d224_co, &fp_gfx950_quantize_d224_co_size},
     [FP_GFX950_QUANTIZE_D256] = {"quantize_d256", fp_gfx950_quantize_d256_co, &fp_gfx950_quantize_d256_co_size},
+    [FP_GFX950_MERGE_STATE_BF16_BF16] = {"merge_state_bf16_bf16", fp_gfx950_merge_state_bf16_bf16_co,
+                                      &fp_gfx950_merge_state_bf16_bf16_co_size},
+    [FP_GFX950_MERGE_STATE_BF16_F32] = {"merge_state_bf16_f32", fp_gfx950_merge_state_bf16_f32_co,
+                                      &fp_gfx950_merge_state_bf16_f32_co_size},
+    [FP_GFX950_MERGE_STATE_F32_BF16] = {"merge_state_f32_bf16", fp_gfx950_merge_state_f32_bf16_co,
+                                      &fp_gfx950_merge_state_f32_bf16_co_size},
+    [FP_GFX950_MERGE_STATE_F32_F32] = {"merge_state_f32_f32", fp_gfx950_merge_state_f32_f32_co,
+                                      &fp_gfx950_merge_state_f32_f32_co_size},
 };
 
 /* Nodes of MI355X carry 8 GPUs; an ordinal past the table is refused rather than given another's modules. */

@@ -431,7 +431,7 @@ static inline flashprefill_merge_state_params flashprefill_merge_state_params_in
 
 /* Enqueues flashprefill_merge_state on `stream` and returns without waiting; validates p first, then checks the
    device and the pointers as flashprefill_forward does. One pass over the bytes of out_a, out_b and out. From
-   0.9.0 on; the gfx950 library returns NOT_SUPPORTED (no kernel yet). */
+   0.9.0 on; in the gfx950 library from 0.10.1 on (emulated only, never run on an MI355X). */
 flashprefill_status flashprefill_merge_state(const flashprefill_merge_state_params *p, void *stream);
 
 /* flashprefill_quantize_paged: new tokens of k or v, float, into an e4m3 paged KV cache with one power-of-two

@@ -1,7 +1,8 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize_d*),
-the resources in the code object metadata against the kernel's own register map, the instruction mix, and the
-wait-state hazard lint (tools/gfx950_lint.py, its table tools/gfx950_hazards.py)."""
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*), hip/quantize_kernarg.h (quantize_d*) and
+hip/merge_state_kernarg.h (merge_state_*), the resources in the code object metadata against the kernel's own
+register map, the instruction mix, and the wait-state hazard lint (tools/gfx950_lint.py, its table
+tools/gfx950_hazards.py)."""
 import pathlib
 import re
 import shutil
@@ -22,7 +23,8 @@ pytestmark = markers.needs_llvm22
 ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
 QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim
-assert QUANTIZERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS), ALL_KERNELS
+MERGERS = [name for name in ALL_KERNELS if name.startswith("merge_state_")]  # merge_state's, one per dtype pair
+assert QUANTIZERS and MERGERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS) + len(MERGERS), ALL_KERNELS
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
 def code_object(name):
@@ -92,6 +94,8 @@ def test_kernarg_mirrors_match_c(c_kernarg, tmp_path):
     assert kernargs.offsets(kernargs.FwdKernarg) == c_kernarg
     quantize = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
     assert kernargs.offsets(kernargs.QuantizeKernarg) == quantize
+    merge = _c_offsets(tmp_path, "merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg")
+    assert kernargs.offsets(kernargs.MergeStateKernarg) == merge
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -100,11 +104,13 @@ def test_kernarg_offsets_match_c(name, c_kernarg):
     assert sets == c_kernarg, name
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
-def test_quantize_kernarg_offsets_match_c(name, tmp_path):
+@pytest.mark.parametrize("name", QUANTIZERS + MERGERS)
+def test_one_wave_kernarg_offsets_match_c(name, tmp_path):
     if shutil.which("cc") is None:
         pytest.skip(markers.NO_CC)
-    c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
+    header, struct = (("quantize_kernarg.h", "fp_gfx950_quantize_kernarg") if name in QUANTIZERS else
+                      ("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg"))
+    c = _c_offsets(tmp_path, header, struct)
     sets = {k.removeprefix("karg_"): v for k, v in assembly_sets(name).items() if k.startswith("karg_")}
     assert sets == c, name
 
@@ -141,9 +147,9 @@ def test_descriptor_within_plan(name):
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
-def test_quantize_descriptor_within_plan(name):
-    """The quantizer: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
+@pytest.mark.parametrize("name", QUANTIZERS + MERGERS)
+def test_one_wave_descriptor_within_plan(name):
+    """The quantizer and merge_state: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
     from gfx950_emu import load_code_object
     kd = load_code_object(str(code_object(name))).kernel(name).descriptor
     assert kd.agprs == 0 and kd.scratch_bytes == 0 and kd.lds_bytes == 0

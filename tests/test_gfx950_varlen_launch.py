@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 import kernargs
+import hip_stub
 import markers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -29,8 +30,7 @@ def probe(tmp_path_factory):
     if not LIBRARY.exists():
         pytest.fail(f"{LIBRARY} is missing: run `make amd`")
     directory = tmp_path_factory.mktemp("varlen_launch")
-    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o", str(directory / "libamdhip64.so"),
-                    str(ROOT / "tests" / "hip_stub.c")], check=True)
+    hip_stub.build(directory)
     subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(directory / "probe"),
                     str(ROOT / "tests" / "varlen_launch_probe.c"), str(LIBRARY), "-ldl",
                     f"-Wl,-rpath,{LIBRARY.parent}"], check=True)

@@ -111,8 +111,9 @@ def global_store(wave, ins, ctx):
     block = wave.read_block(data, ins)[:, mask]
     if nbytes == -2:
         block, nbytes = block >> np.uint32(16), 2
-    raw = block.T.copy().view(np.uint8).reshape(addrs.size, -1)[:, :nbytes]
-    ctx.memory.scatter(addrs, np.ascontiguousarray(raw), at(ins))
+    if addrs.size:   # EXEC 0: issued, writing nothing
+        raw = block.T.copy().view(np.uint8).reshape(addrs.size, -1)[:, :nbytes]
+        ctx.memory.scatter(addrs, np.ascontiguousarray(raw), at(ins))
     wave.issue("vmcnt", ins)   # its data VGPRs are read at issue, wider ones a little later (waitcnt.py)
     if nbytes > 8:
         wave.waits.hold_store_data(ins, data.kind, data.base, data.count)

@@ -1,0 +1,5 @@
+// merge_state_bf16_f32: flashprefill_merge_state from bf16 parts to a f32 out on gfx950 (merge_state.inc).
+.set kInFp32, 0
+.set kOutFp32, 1
+.include "merge_state.inc"
+merge_state_kernel merge_state_bf16_f32

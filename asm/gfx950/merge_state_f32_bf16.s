@@ -1,0 +1,5 @@
+// merge_state_f32_bf16: flashprefill_merge_state from f32 parts to a bf16 out on gfx950 (merge_state.inc).
+.set kInFp32, 1
+.set kOutFp32, 0
+.include "merge_state.inc"
+merge_state_kernel merge_state_f32_bf16
