@@ -96,6 +96,13 @@ def s_not_b64(wave, ins, ctx):
     wave.scc = int(value != 0)
 
 
+@semantics("s_ff1_i32_b64")
+def s_ff1_i32_b64(wave, ins, ctx):
+    """D = the index of S0's lowest set bit, -1 (0xffffffff) when S0 is 0; SCC unchanged."""
+    value = _src(wave, ins, 1, 64)
+    wave.write_scalar(ins.ops[0], ((value & -value).bit_length() - 1) & M32, ins)
+
+
 def _saveexec(combine):
     """D = EXEC; EXEC = combine(S0, EXEC); SCC = EXEC != 0."""
     def run(wave, ins, ctx):

@@ -199,3 +199,17 @@ def test_ds_read_b64_tr(tmp_path, bits, rng):
     np.testing.assert_array_equal(got, tiles.transpose(0, 2, 1))
     # hand-checked corner: lane 5 of group 0 gets column 5
     np.testing.assert_array_equal(got[0, 5], tiles[0, :, 5])
+
+
+def test_store_with_exec_zero_writes_nothing(tmp_path):
+    """A store issued with EXEC 0 (a loop that ran out of lanes) touches no memory and is no error."""
+    body = """
+  v_mov_b32 v2, 7
+  s_mov_b64 s[10:11], exec
+  s_mov_b64 exec, 0
+  global_store_dword v1, v2, s[4:5]
+  global_store_dwordx4 v1, v[2:5], s[4:5]
+  s_mov_b64 exec, s[10:11]
+"""
+    out, _ = run(tmp_path, body, np.full(64, 5, np.uint32))
+    assert (out == 5).all()

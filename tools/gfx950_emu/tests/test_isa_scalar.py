@@ -117,3 +117,23 @@ def test_scalar_loop_and_vcc_branch(tmp_path):
     np.testing.assert_array_equal(out[0], 55)
     assert stats.instructions["s_cbranch_scc1"] == 10
     assert stats.instructions["s_add_u32"] == 20
+
+
+def test_ff1_and_readlane(tmp_path):
+    """s_ff1_i32_b64: the lowest set bit's index (in the upper half too), -1 on 0; v_readlane by an SGPR index."""
+    body = """
+  s_mov_b32 s10, 0
+  s_mov_b32 s11, 0x50
+  s_ff1_i32_b64 s12, s[10:11]    // bit 36
+  s_mov_b64 s[14:15], 0
+  s_ff1_i32_b64 s13, s[14:15]    // none: -1
+  s_mov_b64 s[16:17], 6
+  s_ff1_i32_b64 s16, s[16:17]    // bit 1
+  v_readlane_b32 s17, v0, s12    // lane 36's id
+  v_mov_b32 v10, s12
+  v_mov_b32 v11, s13
+  v_mov_b32 v12, s16
+  v_mov_b32 v13, s17
+"""
+    out, _ = run(tmp_path, body + store_rows(["v10", "v11", "v12", "v13"]), np.zeros((4, 64), np.uint32))
+    np.testing.assert_array_equal(out[:, 0], u32([36, -1, 1, 36]))
