@@ -145,4 +145,13 @@ fp_gfx950_merge_state_f32_f32_co:
     .globl fp_gfx950_merge_state_f32_f32_co_size
 fp_gfx950_merge_state_f32_f32_co_size:
     .quad .Lmerge_state_f32_f32_co_end - fp_gfx950_merge_state_f32_f32_co
+    .balign 64
+    .globl fp_gfx950_varlen_check_co
+fp_gfx950_varlen_check_co:
+    .incbin "build/gfx950/varlen_check.co"
+.Lvarlen_check_co_end:
+    .balign 8
+    .globl fp_gfx950_varlen_check_co_size
+fp_gfx950_varlen_check_co_size:
+    .quad .Lvarlen_check_co_end - fp_gfx950_varlen_check_co
     .section .note.GNU-stack,"",@progbits

@@ -41,6 +41,8 @@ extern const unsigned char fp_gfx950_merge_state_f32_bf16_co[];
 extern const uint64_t fp_gfx950_merge_state_f32_bf16_co_size;
 extern const unsigned char fp_gfx950_merge_state_f32_f32_co[];
 extern const uint64_t fp_gfx950_merge_state_f32_f32_co_size;
+extern const unsigned char fp_gfx950_varlen_check_co[];
+extern const uint64_t fp_gfx950_varlen_check_co_size;
 
 /* MI355X (gfx950) compute unit: LDS per workgroup, unified VGPR + AGPR file per lane of one wave. */
 #define FP_GFX950_LDS_BYTES (160 * 1024)

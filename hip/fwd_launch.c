@@ -11,6 +11,7 @@
 #include "fwd_kernarg.h"
 #include "launch_common.h"
 #include "loader.h"
+#include "varlen_check.h"
 
 /* fwd_*.s: 8 waves of 32 queries per workgroup; the fp8 kernels take keys 64 at a time, so a per-block scale's
    block must hold whole tiles. */
@@ -47,12 +48,15 @@ static flashprefill_status check_paged(const flashprefill_params *p)
 }
 
 /* What the kernels read of a varlen batch: cu_seqlens_q, then cu_seqlens_k or a paged cache (block_table), seqused_k
-   where given, their values on the device only (no check kernel runs here: the workspace is unused). The fields' own
-   validity is the shared validation's (src/validate.c). */
+   where given; their values are checked on the device (hip/varlen_check_launch.c). The fields' own validity is the
+   shared validation's (src/validate.c). */
 static flashprefill_status check_varlen(const flashprefill_params *p)
 {
     if (p->cu_seqlens_q == NULL)
         return FLASHPREFILL_SUCCESS;
+    flashprefill_status s = fp_gfx950_check_varlen_limits(p);
+    if (s)
+        return s;
     if (p->block_table != NULL)
         return check_paged(p);
     if (p->cu_seqlens_k == NULL)
@@ -149,6 +153,12 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     a.v_block_tokens = dv.block_tokens, a.v_blocks_per_head = dv.blocks_per_head;
     if (paged) /* k's and v's exponents (num_pages, heads_kv): the kernels take the page as the row, one block */
         a.k_blocks_per_head = dk.exponents ? 1 : 0, a.v_blocks_per_head = dv.exponents ? 1 : 0;
+    if (varlen) { /* the arrays checked first; the kernel reads their checked copies */
+        fp_gfx950_varlen_copies copies;
+        if ((s = fp_gfx950_varlen_check(p, stream, &copies)))
+            return s;
+        a.cu_seqlens_q = copies.cu_seqlens_q, a.cu_seqlens_k = copies.cu_seqlens_k, a.seqused_k = copies.seqused_k;
+    }
     size_t size = sizeof a;
     void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      FP_HIP_LAUNCH_PARAM_END};
@@ -216,12 +226,3 @@ const fp_kernel_entry fp_backend_kernels[] = {
      launch_fwd_fp8_qk192},
 };
 const int fp_backend_kernel_count = sizeof fp_backend_kernels / sizeof fp_backend_kernels[0];
-
-flashprefill_status fp_backend_read_workspace_header(const void *workspace, int32_t header[4])
-{
-    (void)workspace;
-    (void)header;
-    return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED,
-                   "the gfx950 library runs no check kernel: its varlen calls trust the device arrays and write no "
-                   "workspace");
-}

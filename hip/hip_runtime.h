@@ -16,6 +16,8 @@ typedef struct ihipStream_t *hipStream_t;
 #define FP_HIP_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define FP_HIP_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 #define FP_HIP_LAUNCH_PARAM_END ((void *)0x03)
+/* hipMemcpyKind */
+#define FP_HIP_MEMCPY_DEVICE_TO_HOST 2
 
 typedef struct fp_hip_api {
     hipError_t (*GetDeviceCount)(int *count);
@@ -26,6 +28,7 @@ typedef struct fp_hip_api {
                                      unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                                      hipStream_t stream, void **kernel_params, void **extra);
     const char *(*GetErrorString)(hipError_t error);
+    hipError_t (*Memcpy)(void *dst, const void *src, size_t bytes, int kind); /* synchronous */
 } fp_hip_api;
 
 #endif /* FLASHPREFILL_HIP_RUNTIME_H */

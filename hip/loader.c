@@ -40,6 +40,7 @@ static const struct {
                                       &fp_gfx950_merge_state_f32_bf16_co_size},
     [FP_GFX950_MERGE_STATE_F32_F32] = {"merge_state_f32_f32", fp_gfx950_merge_state_f32_f32_co,
                                       &fp_gfx950_merge_state_f32_f32_co_size},
+    [FP_GFX950_VARLEN_CHECK] = {"varlen_check", fp_gfx950_varlen_check_co, &fp_gfx950_varlen_check_co_size},
 };
 
 /* Nodes of MI355X carry 8 GPUs; an ordinal past the table is refused rather than given another's modules. */
@@ -82,6 +83,7 @@ static flashprefill_status resolve(void *lib)
     FP_RESOLVE(ModuleGetFunction, "hipModuleGetFunction")
     FP_RESOLVE(ModuleLaunchKernel, "hipModuleLaunchKernel")
     FP_RESOLVE(GetErrorString, "hipGetErrorString")
+    FP_RESOLVE(Memcpy, "hipMemcpy")
 #undef FP_RESOLVE
     return FLASHPREFILL_SUCCESS;
 }

@@ -33,7 +33,7 @@ extern "C" {
 
 #define FLASHPREFILL_VERSION_MAJOR 0
 #define FLASHPREFILL_VERSION_MINOR 10
-#define FLASHPREFILL_VERSION_PATCH 0
+#define FLASHPREFILL_VERSION_PATCH 1
 
 typedef enum flashprefill_status {
     FLASHPREFILL_SUCCESS = 0,
@@ -171,7 +171,8 @@ typedef struct flashprefill_params {
        seqlen_q / seqlen_k, seqused_k within its sequence's rows or pages, block_table entries within num_pages)
        and, on a violation, writes NaN to every element of out and lse and the reason to the workspace
        (flashprefill_workspace_error reads it back).
-       gfx950 library: pages of 2^n tokens; no check kernel runs, the workspace is unused. */
+       gfx950 library: pages of 2^n tokens; from 0.10.1 its check kernel (the same checks and verdict) writes
+       checked copies of the arrays into the workspace, which its forward kernel reads instead. */
     const int32_t *cu_seqlens_q;   /* device, batch + 1 int32 (4-byte aligned); NULL: not varlen */
     const int32_t *cu_seqlens_k;   /* device, batch + 1 int32; NULL with a paged cache */
     const int32_t *seqused_k;      /* device, batch int32; optional with varlen k, required with a paged cache */

@@ -12,8 +12,10 @@ static int current;
 static int load_device[LOG], load_count;
 static int launch_device[LOG], launch_module_device[LOG], launch_count;
 static unsigned last_grid[3];
-static unsigned char last_kernarg[KERNARG_BYTES];
-static size_t last_kernarg_bytes;
+enum { KEPT = 4 }; /* the kernel arguments of the last KEPT launches, launch i's in slot i % KEPT */
+static unsigned char kernargs[KEPT][KERNARG_BYTES];
+static size_t kernarg_bytes[KEPT];
+static int launches; /* every launch, past the log's LOG too */
 
 int hipGetDeviceCount(int *count) { *count = DEVICES; return 0; }
 int hipGetDevice(int *device) { *device = current; return 0; }
@@ -49,10 +51,11 @@ int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
     (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params;
     last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
     /* extra = {BUFFER_POINTER (1), buffer, BUFFER_SIZE (2), &bytes, END (3)}, as hip/fwd_launch.c passes it */
-    last_kernarg_bytes = 0;
+    const int slot = launches++ % KEPT;
+    kernarg_bytes[slot] = 0;
     if (extra != NULL && extra[0] == (void *)0x01 && extra[2] == (void *)0x02) {
-        last_kernarg_bytes = *(size_t *)extra[3] < KERNARG_BYTES ? *(size_t *)extra[3] : KERNARG_BYTES;
-        memcpy(last_kernarg, extra[1], last_kernarg_bytes);
+        kernarg_bytes[slot] = *(size_t *)extra[3] < KERNARG_BYTES ? *(size_t *)extra[3] : KERNARG_BYTES;
+        memcpy(kernargs[slot], extra[1], kernarg_bytes[slot]);
     }
     if (launch_count < LOG) {
         launch_device[launch_count] = current;
@@ -63,6 +66,14 @@ int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
 
 const char *hipGetErrorString(int error) { return error ? "stub error" : "hipSuccess"; }
 
+/* Device memory is host memory here: a test hands the library host buffers. */
+int hipMemcpy(void *dst, const void *src, size_t bytes, int kind)
+{
+    (void)kind;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
 /* The log, for the test. */
 int stub_load_count(void) { return load_count; }
 int stub_load_device(int i) { return load_device[i]; }
@@ -70,9 +81,16 @@ int stub_launch_count(void) { return launch_count; }
 int stub_launch_device(int i) { return launch_device[i]; }
 int stub_launch_module_device(int i) { return launch_module_device[i]; }
 unsigned stub_last_grid(int axis) { return last_grid[axis]; }
-/* Copies the last launch's kernel arguments into dst (at most KERNARG_BYTES); returns their size. */
-size_t stub_last_kernarg(void *dst)
+/* Copies the kernel arguments of the launch `back` launches before the last (0: the last, up to KEPT - 1) into dst
+   (at most KERNARG_BYTES); returns their size, 0 where there is none. */
+size_t stub_kernarg(int back, void *dst)
 {
-    memcpy(dst, last_kernarg, last_kernarg_bytes);
-    return last_kernarg_bytes;
+    if (back < 0 || back >= KEPT || back >= launches)
+        return 0;
+    const int slot = (launches - 1 - back) % KEPT;
+    memcpy(dst, kernargs[slot], kernarg_bytes[slot]);
+    return kernarg_bytes[slot];
 }
+
+/* The last launch's kernel arguments (stub_kernarg(0, dst)). */
+size_t stub_last_kernarg(void *dst) { return stub_kernarg(0, dst); }

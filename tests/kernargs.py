@@ -1,6 +1,6 @@
 """The gfx950 kernel-argument structs as ctypes, read from their C definitions (hip/fwd_kernarg.h,
-hip/quantize_kernarg.h, hip/merge_state_kernarg.h) at import: the one Python mirror of them, so that no test
-hand-copies a layout.
+hip/quantize_kernarg.h, hip/merge_state_kernarg.h, hip/varlen_check_kernarg.h) at import: the one Python mirror of
+them, so that no test hand-copies a layout.
 
 The parser reads only what those headers use: one `typedef struct name { ... } name;` of fields
 `<stdint type> a, b;` (comments allowed). Anything else raises, and tests/test_gfx950_static.py holds the
@@ -52,5 +52,7 @@ def assembly_offsets(include):
 FwdKernarg = mirror("fwd_kernarg.h", "fp_gfx950_fwd_kernarg")
 QuantizeKernarg = mirror("quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
 MergeStateKernarg = mirror("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg")
+VarlenCheckKernarg = mirror("varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")
 # where the assembly's karg_* lines live
 FWD_CONTRACT, QUANTIZE_CONTRACT, MERGE_STATE_CONTRACT = "fwd_contract.inc", "quantize.inc", "merge_state.inc"
+VARLEN_CHECK_CONTRACT = "varlen_check.s"

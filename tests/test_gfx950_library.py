@@ -259,7 +259,7 @@ def test_modules_are_loaded_per_device(lib, tmp_path):
     out = subprocess.run([sys.executable, "-c", _PER_DEVICE_SCRIPT, str(LIBRARY), str(ROOT / "tests")], env=env,
                          capture_output=True, text=True, check=True).stdout
     steps = json.loads(out)
-    kernels = 16  # code objects embedded (hip/loader.c)
+    kernels = 17  # code objects embedded (hip/loader.c)
     (d0, s0, _, loads0, launches0), (d1, s1, _, loads1, launches1), (_, s2, _, loads2, launches2), \
         (_, s3, _, loads3, launches3), (d4, s4, message4, loads4, launches4) = steps
     assert (s0, s1, s2, s3) == (Status.SUCCESS,) * 4
@@ -269,3 +269,35 @@ def test_modules_are_loaded_per_device(lib, tmp_path):
     assert loads3 == loads1 and launches3[-1] == [1, 1]
     assert s4 == Status.ERROR_NOT_SUPPORTED and "device 40" in message4
     assert loads4 == loads1 and launches4 == launches3
+
+
+# In its own process with the stub as libamdhip64.so, whose hipMemcpy copies host memory: the header in a host buffer.
+_WORKSPACE_ERROR_SCRIPT = r"""
+import ctypes, json, sys
+hip = ctypes.CDLL("libamdhip64.so")
+lib = ctypes.CDLL(sys.argv[1])
+lib.flashprefill_last_error.restype = ctypes.c_char_p
+results = []
+for header in ([0, 0, 0, 0], [6, 3, 99, 0], [3, 1, -5, 0]):
+    workspace = (ctypes.c_int32 * 4)(*header)
+    error, message = ctypes.c_int32(-7), ctypes.create_string_buffer(256)
+    status = lib.flashprefill_workspace_error(workspace, ctypes.byref(error), message, 256)
+    results.append([status, error.value, message.value.decode()])
+print(json.dumps(results))
+"""
+
+
+@markers.needs_cc
+def test_workspace_error_reads_the_check_verdict(tmp_path):
+    """flashprefill_workspace_error on gfx950 reads the header the check kernel wrote (hipMemcpy) and words it as the
+    Hopper library does."""
+    hip_stub.build(tmp_path)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _WORKSPACE_ERROR_SCRIPT, str(LIBRARY)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    (s0, e0, m0), (s1, e1, m1), (s2, e2, m2) = json.loads(out)
+    assert (s0, e0, m0) == (Status.SUCCESS, 0, "valid")
+    assert (s1, e1) == (Status.SUCCESS, 6) and m1 == ("block_table holds a page id outside [0, num_pages): sequence 3, "
+                                                      "value 99 (out and lse were set to NaN)")
+    assert (s2, e2) == (Status.SUCCESS, 3) and m2.startswith("cu_seqlens_k is negative, decreasing or past total_k: "
+                                                             "sequence 1, value -5")

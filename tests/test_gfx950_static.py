@@ -1,8 +1,8 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*), hip/quantize_kernarg.h (quantize_d*) and
-hip/merge_state_kernarg.h (merge_state_*), the resources in the code object metadata against the kernel's own
-register map, the instruction mix, and the wait-state hazard lint (tools/gfx950_lint.py, its table
-tools/gfx950_hazards.py)."""
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*), hip/quantize_kernarg.h (quantize_d*),
+hip/merge_state_kernarg.h (merge_state_*) and hip/varlen_check_kernarg.h (varlen_check), the varlen check's fault
+codes against src/launch_common.h, the resources in the code object metadata against the kernel's own register map,
+the instruction mix, and the wait-state hazard lint (tools/gfx950_lint.py, its table tools/gfx950_hazards.py)."""
 import pathlib
 import re
 import shutil
@@ -24,7 +24,11 @@ ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
 QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim
 MERGERS = [name for name in ALL_KERNELS if name.startswith("merge_state_")]  # merge_state's, one per dtype pair
-assert QUANTIZERS and MERGERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS) + len(MERGERS), ALL_KERNELS
+ONE_WAVE = QUANTIZERS + MERGERS + ["varlen_check"]  # the one-wave kernels
+assert QUANTIZERS and MERGERS and sorted(KERNELS + ONE_WAVE) == ALL_KERNELS, ALL_KERNELS
+ONE_WAVE_KERNARGS = {"quantize_d": ("quantize_kernarg.h", "fp_gfx950_quantize_kernarg"),
+                     "merge_state_": ("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg"),
+                     "varlen_check": ("varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")}
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
 def code_object(name):
@@ -96,6 +100,8 @@ def test_kernarg_mirrors_match_c(c_kernarg, tmp_path):
     assert kernargs.offsets(kernargs.QuantizeKernarg) == quantize
     merge = _c_offsets(tmp_path, "merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg")
     assert kernargs.offsets(kernargs.MergeStateKernarg) == merge
+    check = _c_offsets(tmp_path, "varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")
+    assert kernargs.offsets(kernargs.VarlenCheckKernarg) == check
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -104,12 +110,11 @@ def test_kernarg_offsets_match_c(name, c_kernarg):
     assert sets == c_kernarg, name
 
 
-@pytest.mark.parametrize("name", QUANTIZERS + MERGERS)
+@pytest.mark.parametrize("name", ONE_WAVE)
 def test_one_wave_kernarg_offsets_match_c(name, tmp_path):
     if shutil.which("cc") is None:
         pytest.skip(markers.NO_CC)
-    header, struct = (("quantize_kernarg.h", "fp_gfx950_quantize_kernarg") if name in QUANTIZERS else
-                      ("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg"))
+    (header, struct), = (v for prefix, v in ONE_WAVE_KERNARGS.items() if name.startswith(prefix))
     c = _c_offsets(tmp_path, header, struct)
     sets = {k.removeprefix("karg_"): v for k, v in assembly_sets(name).items() if k.startswith("karg_")}
     assert sets == c, name
@@ -147,9 +152,10 @@ def test_descriptor_within_plan(name):
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
-@pytest.mark.parametrize("name", QUANTIZERS + MERGERS)
+@pytest.mark.parametrize("name", ONE_WAVE)
 def test_one_wave_descriptor_within_plan(name):
-    """The quantizer and merge_state: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
+    """The quantizer, merge_state and the varlen check: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs
+    cover those used."""
     from gfx950_emu import load_code_object
     kd = load_code_object(str(code_object(name))).kernel(name).descriptor
     assert kd.agprs == 0 and kd.scratch_bytes == 0 and kd.lds_bytes == 0
@@ -357,3 +363,14 @@ def test_quantizer_permutes_in_flight_together(name):
             groups.append(in_flight)
             in_flight = 0
     assert max(groups) == slots, f"{name}: permutes per wait {sorted(set(groups))}, expected up to {slots}"
+
+
+def test_varlen_check_fault_codes_match_c():
+    """The check kernel's fault codes are fp_varlen_error's (src/launch_common.h), which flashprefill_workspace_error
+    turns into messages."""
+    header = (ROOT / "src" / "launch_common.h").read_text()
+    # FP_VARLEN_CU_SEQLENS_Q = 1 -> kVarlenCuSeqlensQ
+    c = {re.sub(r"_(\w)", lambda m: m.group(1).upper(), name.lower()).replace("varlen", "kVarlen", 1): int(value)
+         for name, value in re.findall(r"FP_(VARLEN_[A-Z_]+) = (\d+)", header)}
+    sets = {k: v for k, v in assembly_sets("varlen_check").items() if k.startswith("kVarlen")}
+    assert sets and all(c[name] == value for name, value in sets.items()), (sets, c)

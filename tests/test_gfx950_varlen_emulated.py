@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import gfx950_varlen_check as varlen_check
 import kernargs
 import markers
 import shapes
@@ -52,11 +53,13 @@ def _packed(rng, cu, lengths, heads, dim, make):
     return x
 
 
-def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None):
-    """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`; out (total_q, heads_q,
-    dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages,
-    page_size, heads_kv, dim) and cu_k None. root: the tree whose build/gfx950 holds the code object (the
-    calling module's ROOT, which tools/gfx950_mutate.py points at a mutant's)."""
+def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None,
+         verdict=(0, 0, 0, 0)):
+    """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`, after the check of the arrays
+    (tests/gfx950_varlen_check.py), whose workspace header must read `verdict`; out (total_q, heads_q, dim_v) as
+    uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages, page_size,
+    heads_kv, dim) and cu_k None. root: the tree whose build/gfx950 holds the code object (the calling module's ROOT,
+    which tools/gfx950_mutate.py points at a mutant's)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     total_q, dim_qk = q.shape[0], q.shape[2]
@@ -88,8 +91,17 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
             setattr(a, f"{n}_exponents", mem.alloc_array(np.ascontiguousarray(e, np.int8)))
             setattr(a, f"{n}_block_tokens", BLOCK_TOKENS)
             setattr(a, f"{n}_blocks_per_head", e.shape[2])
+    # the check of the arrays first, the forward kernel then on its copies, as the library launches them
+    workspace, copies = varlen_check.run(
+        mem, seed, cu_q=a.cu_seqlens_q, cu_k=a.cu_seqlens_k, seqused_k=a.seqused_k, block_table=a.block_table,
+        out=addr["out"], lse=addr["lse"], out_stride_seq=a.out_stride_seq, out_stride_head=a.out_stride_head,
+        batch=len(cu_q) - 1, total_q=total_q, total_k=0 if pages else k.shape[0], max_q=max_q, max_k=max_k,
+        block_table_stride=a.block_table_stride, page_size_log2=a.page_size_log2,
+        num_pages=k.shape[0] if pages else 0, heads_q=HEADS_Q)
+    assert varlen_check.header(mem, workspace) == verdict, f"seed {seed}"
+    a.cu_seqlens_q, a.cu_seqlens_k, a.seqused_k = copies
     co = load_code_object(str((root or ROOT) / "build" / "gfx950" / f"{name}.co"))
-    run_kernel(co, name, grid=(-(-max_q // QUERIES_PER_WORKGROUP), HEADS_Q, len(SEQUENCES)),
+    run_kernel(co, name, grid=(-(-max_q // QUERIES_PER_WORKGROUP), HEADS_Q, len(cu_q) - 1),
                workgroup_size=LANES_PER_WORKGROUP, kernarg=bytes(a), memory=mem, seed=seed)
     out = mem.read(addr["out"], np.uint16, (total_q, HEADS_Q, DIM_V))
     return out, mem.read(addr["lse"], np.float32, (HEADS_Q, total_q))

@@ -1,7 +1,8 @@
 /* tests/test_gfx950_varlen_launch.py's probe: one varlen call (argv[1] "varlen", or "paged" with pages of argv[2]
  * tokens, and with argv[3] fp8 inputs with per-block descales of argv[3] tokens) of the gfx950 library's
  * flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so;
- * prints the status, the last error, and the grid and kernel arguments the stub recorded (hex), one per line. The
+ * prints the status, the last error, the grid and kernel arguments (hex) of the last launch the stub recorded (the
+ * forward kernel) and the kernel arguments of the one before it (the check of the arrays), one per line. The
  * params are built here in C, from the header, so that every 0.10.0 field is the caller's.
  */
 #include <stdlib.h>
@@ -50,14 +51,16 @@ int main(int argc, char **argv)
     printf("%d\n%s\n", (int)status, flashprefill_last_error());
     void *hip = dlopen("libamdhip64.so", RTLD_NOW);
     unsigned (*grid)(int) = hip ? (unsigned (*)(int))dlsym(hip, "stub_last_grid") : NULL;
-    size_t (*kernarg)(void *) = hip ? (size_t (*)(void *))dlsym(hip, "stub_last_kernarg") : NULL;
+    size_t (*kernarg)(int, void *) = hip ? (size_t (*)(int, void *))dlsym(hip, "stub_kernarg") : NULL;
     if (grid == NULL || kernarg == NULL)
         return 3;
-    unsigned char bytes[1024];
-    const size_t n = kernarg(bytes);
     printf("%u %u %u\n", grid(0), grid(1), grid(2));
-    for (size_t i = 0; i < n; ++i)
-        printf("%02x", bytes[i]);
-    printf("\n");
+    for (int back = 0; back < 2; ++back) {
+        unsigned char bytes[1024];
+        const size_t n = kernarg(back, bytes);
+        for (size_t i = 0; i < n; ++i)
+            printf("%02x", bytes[i]);
+        printf("\n");
+    }
     return 0;
 }
