@@ -50,4 +50,6 @@ def assembly_offsets(include):
 
 FwdKernarg = mirror("fwd_kernarg.h", "fp_gfx950_fwd_kernarg")
 QuantizeKernarg = mirror("quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
-FWD_CONTRACT, QUANTIZE_CONTRACT = "fwd_contract.inc", "quantize.inc"  # where the assembly's karg_* lines live
+QuantizePagedKernarg = mirror("quantize_kernarg.h", "fp_gfx950_quantize_paged_kernarg")
+# where the assembly's karg_* lines live
+FWD_CONTRACT, QUANTIZE_CONTRACT, QUANTIZE_PAGED_CONTRACT = "fwd_contract.inc", "quantize.inc", "quantize_paged.inc"

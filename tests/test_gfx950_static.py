@@ -1,5 +1,6 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize_d*),
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*) and hip/quantize_kernarg.h (quantize_d*,
+quantize_paged_d*),
 the resources in the code object metadata against the kernel's own register map, the instruction mix, and the
 wait-state hazard lint (tools/gfx950_lint.py, its table tools/gfx950_hazards.py)."""
 import pathlib
@@ -22,7 +23,12 @@ pytestmark = markers.needs_llvm22
 ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
 QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim
-assert QUANTIZERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS), ALL_KERNELS
+PAGED_WRITERS = [name for name in ALL_KERNELS if name.startswith("quantize_paged_d")]  # the paged cache writer's
+assert QUANTIZERS and PAGED_WRITERS and len(ALL_KERNELS) == len(KERNELS) + len(QUANTIZERS) + len(PAGED_WRITERS), \
+    ALL_KERNELS
+# each quantizer's kernel-argument struct (hip/quantize_kernarg.h)
+QUANTIZER_STRUCTS = {name: "fp_gfx950_quantize_kernarg" for name in QUANTIZERS} | \
+    {name: "fp_gfx950_quantize_paged_kernarg" for name in PAGED_WRITERS}
 LDS_BYTES = 160 * 1024
 VGPRS_PER_LANE = 512
 def code_object(name):
@@ -92,6 +98,8 @@ def test_kernarg_mirrors_match_c(c_kernarg, tmp_path):
     assert kernargs.offsets(kernargs.FwdKernarg) == c_kernarg
     quantize = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
     assert kernargs.offsets(kernargs.QuantizeKernarg) == quantize
+    paged = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_paged_kernarg")
+    assert kernargs.offsets(kernargs.QuantizePagedKernarg) == paged
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -100,11 +108,11 @@ def test_kernarg_offsets_match_c(name, c_kernarg):
     assert sets == c_kernarg, name
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
+@pytest.mark.parametrize("name", QUANTIZERS + PAGED_WRITERS)
 def test_quantize_kernarg_offsets_match_c(name, tmp_path):
     if shutil.which("cc") is None:
         pytest.skip(markers.NO_CC)
-    c = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
+    c = _c_offsets(tmp_path, "quantize_kernarg.h", QUANTIZER_STRUCTS[name])
     sets = {k.removeprefix("karg_"): v for k, v in assembly_sets(name).items() if k.startswith("karg_")}
     assert sets == c, name
 
@@ -141,9 +149,9 @@ def test_descriptor_within_plan(name):
     assert used_sgprs <= meta["sgpr_count"] <= SGPRS_PER_WAVE, f"s{used_sgprs - 1} used, {meta['sgpr_count']} declared"
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
+@pytest.mark.parametrize("name", QUANTIZERS + PAGED_WRITERS)
 def test_quantize_descriptor_within_plan(name):
-    """The quantizer: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
+    """The quantizers: one wave, no LDS, no AGPRs, no scratch; the declared SGPRs cover those used."""
     from gfx950_emu import load_code_object
     kd = load_code_object(str(code_object(name))).kernel(name).descriptor
     assert kd.agprs == 0 and kd.scratch_bytes == 0 and kd.lds_bytes == 0
@@ -337,11 +345,11 @@ def test_lint_finds_overwrites(tmp_path):
     assert "valu_write: v51" in problems[1] and "0 of 2" in problems[1]
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
+@pytest.mark.parametrize("name", QUANTIZERS + PAGED_WRITERS)
 def test_quantizer_permutes_in_flight_together(name):
-    """Each cross-lane butterfly stage of the quantizer's largest part issues the lane permutes of all its slots (one
-    per 64 elements of the part) before one wait for them (quantize.inc, butterflies_across)."""
-    dim = int(name.removeprefix("quantize_d"))
+    """Each cross-lane butterfly stage of the quantizers' largest part issues the lane permutes of all its slots (one
+    per 64 elements of the part) before one wait for them (quantize_rows.inc, butterflies_across)."""
+    dim = int(name.rsplit("_d", 1)[1])
     slots = max((1 << (dim.bit_length() - 1)) // 64, 1)  # the largest part's elements per lane (part 2 alone: 1)
     in_flight, groups = 0, []
     for _, mnemonic, ops in gfx950_lint.disassemble(str(code_object(name))):
