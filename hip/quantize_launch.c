@@ -14,6 +14,7 @@
 #include "quantize_kernarg.h"
 
 enum { QUANTIZE_LANES = 64 };
+enum { PAGED_TOKENS_MAX = (1 << 30) - 1 }; /* 4 bytes a slot, below 4 GiB: the kernel's scalar load offsets */
 
 static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT32_MAX; }
 
@@ -82,6 +83,9 @@ flashprefill_status fp_backend_check_quantize_paged(const flashprefill_quantize_
         !fits_u32(p->codes_stride_head))
         return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "the gfx950 paged quantizer takes token, row and head "
                        "strides below 4 GiB");
+    if (p->tokens > PAGED_TOKENS_MAX)
+        return fp_fail(FLASHPREFILL_ERROR_NOT_SUPPORTED, "tokens = %d exceeds the gfx950 paged quantizer's limit of "
+                       "%d (slot_mapping's byte offsets are 32-bit)", (int)p->tokens, PAGED_TOKENS_MAX);
     return fp_check_grid_yz("heads_kv", p->heads_kv, 1, "the paged quantizer's");
 }
 

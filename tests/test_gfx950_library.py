@@ -182,6 +182,19 @@ def test_quantize_varlen_and_paged_without_rocm_are_a_clean_status(lib):
     assert b"libamdhip64.so could not be loaded" in lib.flashprefill_last_error()
 
 
+def test_quantize_paged_token_limit(lib):
+    """2^30 tokens (valid params): past the kernel's 32-bit offsets into slot_mapping, NOT_SUPPORTED with the reason,
+    before any device work."""
+    from flashprefill._params import QuantizePagedParams
+    paged = QuantizePagedParams(x=0x200000000000, slot_mapping=0x7F1000000000, codes=0x7F2000000000,
+                                exponents=0x7F3000000000, tokens=1 << 30, heads_kv=2, dim=128, num_pages=8,
+                                page_size=16, x_dtype=DType.BF16, x_stride_token=256, x_stride_head=128,
+                                x_stride_dim=1, codes_stride_page=16 * 256, codes_stride_row=256,
+                                codes_stride_head=128, codes_stride_dim=1)
+    assert lib.flashprefill_quantize_paged(ctypes.byref(paged), None) == Status.ERROR_NOT_SUPPORTED
+    assert b"exceeds the gfx950 paged quantizer's limit of 1073741823" in lib.flashprefill_last_error()
+
+
 @markers.without_hip_runtime
 @shapes.over_quantize_dims
 def test_quantize_without_rocm_is_a_clean_status(lib, dim):
