@@ -3,7 +3,8 @@ _d256) runs instruction by instruction in the functional emulator (tools/gfx950_
 bit, flashprefill.paged.quantize_paged_model, as the Hopper writer is checked on the GPU
 (tests/test_quantize_paged_gpu.py). Each case is an engine's sequence of calls into one cache: a prompt of several
 sequences through a permuted block table (pages partly filled, tokens skipped with slot -1 and past the cache), then
-decode steps of one token per sequence, growing so that pages' exponents grow and their codes are re-encoded in place.
+decode steps of one token per sequence, growing so that pages' exponents grow and their codes are re-encoded in place;
+x is k's view of a kv buffer.
 After every call the whole cache (codes and exponents, every page and head: those no call writes hold random bytes)
 must equal the model's. Each run takes a fresh seed as the emulator's schedule seed."""
 import pathlib
@@ -39,11 +40,14 @@ class EmulatedCache:
         self.co = load_code_object(str(ROOT / "build" / "gfx950" / f"{self.name}.co"))
 
     def write(self, x, slot_mapping, signs=None):
-        """One call on the device and in the model; then the two caches must be equal."""
+        """One call on the device and in the model; then the two caches must be equal. x: (tokens, heads_kv, dim),
+        or such a view of an array whose base goes to the device."""
         from gfx950_emu import run_kernel
         tokens, heads_kv, dim = x.shape
         num_pages, page_size = self.codes.shape[:2]
-        a = Kernarg(x=self.mem.alloc_array(x), slot_mapping=self.mem.alloc_array(np.asarray(slot_mapping, np.int32)),
+        base = x if x.base is None else x.base
+        x_addr = self.mem.alloc_array(base) + (x.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+        a = Kernarg(x=x_addr, slot_mapping=self.mem.alloc_array(np.asarray(slot_mapping, np.int32)),
                     codes=self.codes_addr, exponents=self.exponents_addr,
                     signs=0 if signs is None else self.mem.alloc_array(np.asarray(signs, np.float32)),
                     codes_stride_page=page_size * heads_kv * dim, x_stride_token=x.strides[0],
@@ -70,6 +74,13 @@ def _cache(rng, num_pages, page_size, dim, used_pages):
     exponents = rng.integers(-20, 21, (num_pages, HEADS_KV)).astype(np.int8)
     exponents[used_pages] = paged.PAGE_EMPTY
     return codes, exponents
+
+
+def _as_k_of_kv(x, dtype):
+    """x (tokens, heads, dim) in `dtype` as k's view of a (tokens, 2 heads, dim) kv buffer (x's token stride twice
+    its rows)."""
+    kv = np.concatenate([x, -x], axis=1).astype(dtype)
+    return kv[:, :x.shape[1]]
 
 
 def _slots(table, positions, page_size):
@@ -100,7 +111,7 @@ def test_prompt_then_decode_steps(dim, page_size, dtype, rotate):
     x = rng.standard_normal((len(slots), HEADS_KV, dim))
     x[:, 1] *= 2.0**-30  # head 1 far below head 0
     x[5, 0, 7] = 40.0    # an outlier
-    cache.write(x.astype(dt), slots, signs)
+    cache.write(_as_k_of_kv(x, dt), slots, signs)
     ends = [lengths[0], starts[1] + lengths[1]]
     for step in range(3):
         slots = [-1] + [_slots(t, [e], page_size)[0] for t, e in zip(tables, ends)]
@@ -108,7 +119,7 @@ def test_prompt_then_decode_steps(dim, page_size, dtype, rotate):
             ends[0] = (ends[0] // page_size + 1) * page_size
             slots[1] = _slots(tables[0], [ends[0]], page_size)[0]
         x = rng.standard_normal((3, HEADS_KV, dim)) * 2.0 ** (4 * (step + 1))
-        cache.write(x.astype(dt), slots, signs)
+        cache.write(_as_k_of_kv(x, dt), slots, signs)
         ends = [e + 1 for e in ends]
 
 
