@@ -66,7 +66,8 @@ for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"].append(("test_gfx950_quantize_packed_emulated", "test_bit_identical_to_the_model",
                                           dict(dim=_dim, dtype="bfloat16", mode="rotate_smooth", block_tokens=16)))
     EMULATED[f"quantize_paged_d{_dim}"] = [("test_gfx950_quantize_paged_emulated", "test_prompt_then_decode_steps",
-                                            dict(dim=_dim, page_size=16, dtype="bfloat16", rotate=True))]
+                                            dict(dim=_dim, page_size=16, dtype=dtype, rotate=True))
+                                           for dtype in ("float32", "bfloat16")]
 
 # Survivors no functional check can kill, by mnemonic, with the reason. (A redundant wait kept on purpose says so
 # in its source line's comment, starting "kept:"; the survivor list shows it.)
