@@ -89,7 +89,8 @@ def _slots(table, positions, page_size):
 
 @pytest.mark.parametrize("dim, page_size, dtype, rotate", [
     (64, 16, "bfloat16", True), (128, 64, "float32", False), (224, 16, "float32", True),
-    (32, 256, "bfloat16", False), (160, 64, "bfloat16", True)])
+    (32, 256, "bfloat16", False), (160, 64, "bfloat16", True), (192, 64, "float32", True),
+    (256, 16, "bfloat16", False)])
 def test_prompt_then_decode_steps(dim, page_size, dtype, rotate):
     """Two sequences' prompts (37 and 5 tokens, the second starting mid-page after a skipped token) through a permuted
     block table, then three decode steps of one token each, each 2^4 larger than the last (the pages' exponents grow:
