@@ -154,4 +154,75 @@ fp_gfx950_varlen_check_co:
     .globl fp_gfx950_varlen_check_co_size
 fp_gfx950_varlen_check_co_size:
     .quad .Lvarlen_check_co_end - fp_gfx950_varlen_check_co
+    .globl fp_gfx950_quantize_paged_d32_co
+fp_gfx950_quantize_paged_d32_co:
+    .incbin "build/gfx950/quantize_paged_d32.co"
+.Lquantize_paged_d32_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d32_co_size
+fp_gfx950_quantize_paged_d32_co_size:
+    .quad .Lquantize_paged_d32_co_end - fp_gfx950_quantize_paged_d32_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d64_co
+fp_gfx950_quantize_paged_d64_co:
+    .incbin "build/gfx950/quantize_paged_d64.co"
+.Lquantize_paged_d64_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d64_co_size
+fp_gfx950_quantize_paged_d64_co_size:
+    .quad .Lquantize_paged_d64_co_end - fp_gfx950_quantize_paged_d64_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d96_co
+fp_gfx950_quantize_paged_d96_co:
+    .incbin "build/gfx950/quantize_paged_d96.co"
+.Lquantize_paged_d96_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d96_co_size
+fp_gfx950_quantize_paged_d96_co_size:
+    .quad .Lquantize_paged_d96_co_end - fp_gfx950_quantize_paged_d96_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d128_co
+fp_gfx950_quantize_paged_d128_co:
+    .incbin "build/gfx950/quantize_paged_d128.co"
+.Lquantize_paged_d128_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d128_co_size
+fp_gfx950_quantize_paged_d128_co_size:
+    .quad .Lquantize_paged_d128_co_end - fp_gfx950_quantize_paged_d128_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d160_co
+fp_gfx950_quantize_paged_d160_co:
+    .incbin "build/gfx950/quantize_paged_d160.co"
+.Lquantize_paged_d160_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d160_co_size
+fp_gfx950_quantize_paged_d160_co_size:
+    .quad .Lquantize_paged_d160_co_end - fp_gfx950_quantize_paged_d160_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d192_co
+fp_gfx950_quantize_paged_d192_co:
+    .incbin "build/gfx950/quantize_paged_d192.co"
+.Lquantize_paged_d192_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d192_co_size
+fp_gfx950_quantize_paged_d192_co_size:
+    .quad .Lquantize_paged_d192_co_end - fp_gfx950_quantize_paged_d192_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d224_co
+fp_gfx950_quantize_paged_d224_co:
+    .incbin "build/gfx950/quantize_paged_d224.co"
+.Lquantize_paged_d224_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d224_co_size
+fp_gfx950_quantize_paged_d224_co_size:
+    .quad .Lquantize_paged_d224_co_end - fp_gfx950_quantize_paged_d224_co
+    .balign 64
+    .globl fp_gfx950_quantize_paged_d256_co
+fp_gfx950_quantize_paged_d256_co:
+    .incbin "build/gfx950/quantize_paged_d256.co"
+.Lquantize_paged_d256_co_end:
+    .balign 8
+    .globl fp_gfx950_quantize_paged_d256_co_size
+fp_gfx950_quantize_paged_d256_co_size:
+    .quad .Lquantize_paged_d256_co_end - fp_gfx950_quantize_paged_d256_co
     .section .note.GNU-stack,"",@progbits

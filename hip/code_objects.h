@@ -43,6 +43,22 @@ extern const unsigned char fp_gfx950_merge_state_f32_f32_co[];
 extern const uint64_t fp_gfx950_merge_state_f32_f32_co_size;
 extern const unsigned char fp_gfx950_varlen_check_co[];
 extern const uint64_t fp_gfx950_varlen_check_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d32_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d32_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d64_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d64_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d96_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d96_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d128_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d128_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d160_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d160_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d192_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d192_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d224_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d224_co_size;
+extern const unsigned char fp_gfx950_quantize_paged_d256_co[];
+extern const uint64_t fp_gfx950_quantize_paged_d256_co_size;
 
 /* MI355X (gfx950) compute unit: LDS per workgroup, unified VGPR + AGPR file per lane of one wave. */
 #define FP_GFX950_LDS_BYTES (160 * 1024)

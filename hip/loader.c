@@ -41,6 +41,22 @@ static const struct {
     [FP_GFX950_MERGE_STATE_F32_F32] = {"merge_state_f32_f32", fp_gfx950_merge_state_f32_f32_co,
                                       &fp_gfx950_merge_state_f32_f32_co_size},
     [FP_GFX950_VARLEN_CHECK] = {"varlen_check", fp_gfx950_varlen_check_co, &fp_gfx950_varlen_check_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D32] = {"quantize_paged_d32", fp_gfx950_quantize_paged_d32_co,
+                                      &fp_gfx950_quantize_paged_d32_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D64] = {"quantize_paged_d64", fp_gfx950_quantize_paged_d64_co,
+                                      &fp_gfx950_quantize_paged_d64_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D96] = {"quantize_paged_d96", fp_gfx950_quantize_paged_d96_co,
+                                      &fp_gfx950_quantize_paged_d96_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D128] = {"quantize_paged_d128", fp_gfx950_quantize_paged_d128_co,
+                                      &fp_gfx950_quantize_paged_d128_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D160] = {"quantize_paged_d160", fp_gfx950_quantize_paged_d160_co,
+                                      &fp_gfx950_quantize_paged_d160_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D192] = {"quantize_paged_d192", fp_gfx950_quantize_paged_d192_co,
+                                      &fp_gfx950_quantize_paged_d192_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D224] = {"quantize_paged_d224", fp_gfx950_quantize_paged_d224_co,
+                                      &fp_gfx950_quantize_paged_d224_co_size},
+    [FP_GFX950_QUANTIZE_PAGED_D256] = {"quantize_paged_d256", fp_gfx950_quantize_paged_d256_co,
+                                      &fp_gfx950_quantize_paged_d256_co_size},
 };
 
 /* Nodes of MI355X carry 8 GPUs; an ordinal past the table is refused rather than given another's modules. */

@@ -1,4 +1,4 @@
-/* Kernel arguments of the gfx950 quantizer (asm/gfx950/quantize.inc), defined once here.
+/* Kernel arguments of the gfx950 quantizers (asm/gfx950/quantize.inc, quantize_paged.inc), defined once here.
  *
  * The assembly names each field's byte offset with a `.set karg_<field>, N` line; tests/test_gfx950_static.py
  * compiles this header and checks every offset and the total size against those lines, and against
@@ -23,6 +23,20 @@ typedef struct fp_gfx950_quantize_kernarg {
     int32_t code_max_exponent;  /* code_max = g 2^code_max_exponent, g in [0.5, 1) */
     uint32_t code_max_mantissa; /* g's float32 mantissa bits */
     int32_t phase;              /* 0: each block's own exponent; 1: the final exponents, then the codes */
+    uint64_t cu_seqlens;        /* 0, or the packed form's batch + 1 row bounds (seqlen max_seqlen, batch strides 0) */
+    int32_t total;              /* the packed form: rows of x and codes */
 } fp_gfx950_quantize_kernarg;   /* the head dim is the kernel's own (quantize_d<dim>) */
+
+/* The paged KV-cache writer's (quantize_paged_d<dim>): x (tokens, heads_kv, dim) into the cache's codes (num_pages,
+   page_size, heads_kv, dim) and exponents (num_pages, heads_kv) at slot_mapping's slots. */
+typedef struct fp_gfx950_quantize_paged_kernarg {
+    uint64_t x, slot_mapping, codes, exponents;
+    uint64_t signs;             /* 0, or dim floats */
+    uint64_t codes_stride_page;
+    uint32_t x_stride_token, x_stride_head;
+    uint32_t codes_stride_row, codes_stride_head;
+    int32_t tokens, heads_kv, page_size, num_pages;
+    int32_t x_fp32;             /* 1: float32 x, 0: bf16 */
+} fp_gfx950_quantize_paged_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_QUANTIZE_KERNARG_H */

@@ -53,6 +53,7 @@ FwdKernarg = mirror("fwd_kernarg.h", "fp_gfx950_fwd_kernarg")
 QuantizeKernarg = mirror("quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
 MergeStateKernarg = mirror("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg")
 VarlenCheckKernarg = mirror("varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")
+QuantizePagedKernarg = mirror("quantize_kernarg.h", "fp_gfx950_quantize_paged_kernarg")
 # where the assembly's karg_* lines live
-FWD_CONTRACT, QUANTIZE_CONTRACT, MERGE_STATE_CONTRACT = "fwd_contract.inc", "quantize.inc", "merge_state.inc"
-VARLEN_CHECK_CONTRACT = "varlen_check.s"
+FWD_CONTRACT, QUANTIZE_CONTRACT, QUANTIZE_PAGED_CONTRACT = "fwd_contract.inc", "quantize.inc", "quantize_paged.inc"
+MERGE_STATE_CONTRACT, VARLEN_CHECK_CONTRACT = "merge_state.inc", "varlen_check.s"

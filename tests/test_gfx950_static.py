@@ -1,8 +1,9 @@
 """Static checks of the gfx950 code objects (CPU only; `make amd` builds them with clang-22): the kernel
-argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*), hip/quantize_kernarg.h (quantize_d*),
-hip/merge_state_kernarg.h (merge_state_*) and hip/varlen_check_kernarg.h (varlen_check), the varlen check's fault
-codes against src/launch_common.h, the resources in the code object metadata against the kernel's own register map,
-the instruction mix, and the wait-state hazard lint (tools/gfx950_lint.py, its table tools/gfx950_hazards.py)."""
+argument offsets against hip/fwd_kernarg.h (the forward kernels, fwd_*), hip/quantize_kernarg.h (quantize_d*,
+quantize_paged_d*), hip/merge_state_kernarg.h (merge_state_*) and hip/varlen_check_kernarg.h (varlen_check), the
+varlen check's fault codes against src/launch_common.h, the resources in the code object metadata against the
+kernel's own register map, the instruction mix, and the wait-state hazard lint (tools/gfx950_lint.py, its table
+tools/gfx950_hazards.py)."""
 import pathlib
 import re
 import shutil
@@ -23,10 +24,13 @@ pytestmark = markers.needs_llvm22
 ALL_KERNELS = sorted(p.stem for p in (ROOT / "asm" / "gfx950").glob("*.s"))
 KERNELS = [name for name in ALL_KERNELS if name.startswith("fwd_")]  # the forward kernels' contract
 QUANTIZERS = [name for name in ALL_KERNELS if name.startswith("quantize_d")]  # the quantizer's, one per head dim
+PAGED_WRITERS = [name for name in ALL_KERNELS if name.startswith("quantize_paged_d")]  # the paged cache writer's
 MERGERS = [name for name in ALL_KERNELS if name.startswith("merge_state_")]  # merge_state's, one per dtype pair
-ONE_WAVE = QUANTIZERS + MERGERS + ["varlen_check"]  # the one-wave kernels
-assert QUANTIZERS and MERGERS and sorted(KERNELS + ONE_WAVE) == ALL_KERNELS, ALL_KERNELS
+ONE_WAVE = QUANTIZERS + PAGED_WRITERS + MERGERS + ["varlen_check"]  # the one-wave kernels
+assert QUANTIZERS and PAGED_WRITERS and MERGERS and sorted(KERNELS + ONE_WAVE) == ALL_KERNELS, ALL_KERNELS
+# each one-wave kernel's argument struct, by name prefix
 ONE_WAVE_KERNARGS = {"quantize_d": ("quantize_kernarg.h", "fp_gfx950_quantize_kernarg"),
+                     "quantize_paged_d": ("quantize_kernarg.h", "fp_gfx950_quantize_paged_kernarg"),
                      "merge_state_": ("merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg"),
                      "varlen_check": ("varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")}
 LDS_BYTES = 160 * 1024
@@ -98,6 +102,8 @@ def test_kernarg_mirrors_match_c(c_kernarg, tmp_path):
     assert kernargs.offsets(kernargs.FwdKernarg) == c_kernarg
     quantize = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_kernarg")
     assert kernargs.offsets(kernargs.QuantizeKernarg) == quantize
+    paged = _c_offsets(tmp_path, "quantize_kernarg.h", "fp_gfx950_quantize_paged_kernarg")
+    assert kernargs.offsets(kernargs.QuantizePagedKernarg) == paged
     merge = _c_offsets(tmp_path, "merge_state_kernarg.h", "fp_gfx950_merge_state_kernarg")
     assert kernargs.offsets(kernargs.MergeStateKernarg) == merge
     check = _c_offsets(tmp_path, "varlen_check_kernarg.h", "fp_gfx950_varlen_check_kernarg")
@@ -349,11 +355,11 @@ def test_lint_finds_overwrites(tmp_path):
     assert "valu_write: v51" in problems[1] and "0 of 2" in problems[1]
 
 
-@pytest.mark.parametrize("name", QUANTIZERS)
+@pytest.mark.parametrize("name", QUANTIZERS + PAGED_WRITERS)
 def test_quantizer_permutes_in_flight_together(name):
-    """Each cross-lane butterfly stage of the quantizer's largest part issues the lane permutes of all its slots (one
-    per 64 elements of the part) before one wait for them (quantize.inc, butterflies_across)."""
-    dim = int(name.removeprefix("quantize_d"))
+    """Each cross-lane butterfly stage of the quantizers' largest part issues the lane permutes of all its slots (one
+    per 64 elements of the part) before one wait for them (quantize_rows.inc, butterflies_across)."""
+    dim = int(name.rsplit("_d", 1)[1])
     slots = max((1 << (dim.bit_length() - 1)) // 64, 1)  # the largest part's elements per lane (part 2 alone: 1)
     in_flight, groups = 0, []
     for _, mnemonic, ops in gfx950_lint.disassemble(str(code_object(name))):

@@ -20,7 +20,7 @@ from mi355x_standins import StandIns  # noqa: E402
 FAST = ["--dry-run", "--rounds", "1", "--launches", "1", "--idle-s", "0"]
 # one case of each form, small: the dry run's stand-ins compute on the host in float64
 EVERY_FORM = ["bf16_d128_causal_2x200x200x4x2", "fp8_d128_varlen_set0", "bf16_d192_paged64_set0",
-              "quantize_d192_2x200x2"]
+              "quantize_d192_2x200x2", "quantize_d64_packed", "quantize_paged_d64_pages64"]
 
 
 def _run(tmp_path, names, *extra):
@@ -48,7 +48,7 @@ def test_dry_run_checks_every_form(tmp_path, capsys):
         assert first["aiter_checks"] and all(c["ok"] for c in first["aiter_checks"])
         assert first["ours_over_aiter"] > 0 and "aiter" in first["timing"]
     table = (tmp_path / "mi355x_check.md").read_text()
-    assert "4 of 4 cases pass" in table and all(f"| {name} |" in table for name in EVERY_FORM)
+    assert "6 of 6 cases pass" in table and all(f"| {name} |" in table for name in EVERY_FORM)
     assert "rocprofv3 --pmc SQ_WAVES SQ_INSTS_VALU SQ_INSTS_MFMA" in printed
     assert f"--only {EVERY_FORM[0]} " in printed and "SQ_WAVES per call should be 64" in printed  # 1 x 4 x 2 x 8
 
@@ -91,6 +91,22 @@ def test_a_wrong_code_fails(tmp_path, monkeypatch):
     assert rc == 1
     codes = report["cases"][0]["checks"][0]
     assert not codes["ok"] and "first at [1, 100, 1, 5]" in codes["detail"]
+
+
+def test_a_wrong_paged_write_fails(tmp_path, monkeypatch):
+    """A code changed anywhere in the cache after the writes (here in row 0 of page 0): the whole cache is judged."""
+    original, calls = StandIns.quantize_paged, []
+
+    def quantize_paged(x, slot_mapping, codes_cache, exponents):
+        original(x, slot_mapping, codes_cache, exponents)
+        if not calls:  # once: each check makes two writes
+            codes_cache.view(np.uint8)[0, 0, 1, 5] ^= 1
+        calls.append(1)
+    monkeypatch.setattr(StandIns, "quantize_paged", staticmethod(quantize_paged))
+    rc, report = _run(tmp_path, ["quantize_paged_d32_pages16"])
+    assert rc == 1
+    codes = report["cases"][0]["checks"][0]
+    assert not codes["ok"] and "first at [0, 0, 1, 5]" in codes["detail"]
 
 
 def test_a_refusal_of_the_library_fails_the_case(tmp_path, monkeypatch):

@@ -4,8 +4,8 @@ output, which reassembles to the same code object) is removed, one instance at a
 shortened by one wait state; each mutant is rebuilt in a temporary directory and checked, cheapest first, by the
 hazard lint (tools/gfx950_lint.py), the static checks of tests/test_gfx950_static.py that take a kernel name, and
 small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, test_gfx950_varlen_emulated.py,
-test_gfx950_paged_emulated.py and test_gfx950_quantize_emulated.py, once per seed of --seeds, the emulator in whatever
-mode is its default).
+test_gfx950_paged_emulated.py, test_gfx950_quantize_emulated.py, test_gfx950_quantize_packed_emulated.py and
+test_gfx950_quantize_paged_emulated.py, once per seed of --seeds, the emulator in whatever mode is its default).
 A mutant is killed by the first check that fails; the survivors are printed with the source line they expand from
 (file:line) and the score killed / total.
 
@@ -63,6 +63,11 @@ for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"] = [("test_gfx950_quantize_emulated", "test_bit_identical_to_the_model",
                                       dict(dim=_dim, dtype=dtype, mode="rotate_smooth"))
                                      for dtype in ("float32", "bfloat16")]
+    EMULATED[f"quantize_d{_dim}"].append(("test_gfx950_quantize_packed_emulated", "test_bit_identical_to_the_model",
+                                          dict(dim=_dim, dtype="bfloat16", mode="rotate_smooth", block_tokens=16)))
+    EMULATED[f"quantize_paged_d{_dim}"] = [("test_gfx950_quantize_paged_emulated", "test_prompt_then_decode_steps",
+                                            dict(dim=_dim, page_size=16, dtype=dtype, rotate=True))
+                                           for dtype in ("float32", "bfloat16")]
 
 # Survivors no functional check can kill, by mnemonic, with the reason. (A redundant wait kept on purpose says so
 # in its source line's comment, starting "kept:"; the survivor list shows it.)

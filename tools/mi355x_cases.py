@@ -1,5 +1,6 @@
 """The cases of tools/mi355x_check.py: every gfx950 forward kernel (bf16 and fp8, dim 128 and dim_qk 192 / dim_v
-128) in its equal-length, varlen and paged forms, and the quantizer, over shapes from small to 16k; for each, fresh
+128) in its equal-length, varlen and paged forms, the quantizer (equal-length and packed) and the paged KV-cache
+writer, over shapes from small to 16k; for each, fresh
 random host inputs, the library call that runs it, and the judgement of its outputs against the float64 reference
 and the fp8 numpy model with the bounds of tools/gfx950_bounds.py (the emulated tests' own).
 
@@ -11,7 +12,7 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 
-from flashprefill import fp8, prepare, reference
+from flashprefill import fp8, paged, prepare, reference
 from gfx950_bounds import Verdict, bf16_floor, bf16_verdict, fp8_verdicts, lse_verdict
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
@@ -31,18 +32,23 @@ PER_BLOCK_TOKENS = 128
 QUANTIZE_DIMS = tuple(range(32, 257, 32))  # every quantize_d<dim> code object
 QUANTIZE_SHAPES = ((2, 200, 2), (2, 4099, 8))  # (batch, seq, heads), partial last blocks
 QUANTIZE_BLOCK = 128
+# the packed quantizer: sequences of 0, 1 and partial-block lengths (heads 2); its rows past every sequence poisoned
+QUANTIZE_PACKED_LENGTHS, QUANTIZE_PACKED_PAD = (0, 1, 300, 4099), 5
+# the paged writer (heads_kv 2): a prompt of these sequences through a permuted block table, then one decode token
+# each, 2^8 larger than the prompt (the pages' exponents grow: their codes are re-encoded); pages by dim
+PAGED_PROMPT_LENGTHS, PAGED_PAGE_SIZES, PAGED_STEP_GROWTH = (37, 300, 1, 1000), (16, 64, 256), 2.0**8
 
 
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
     kernel: str           # the code object (build/gfx950/<kernel>.co), what rocprofv3 names
-    form: str             # "equal", "varlen", "paged", "quantize"
+    form: str             # "equal", "varlen", "paged", "quantize", "quantize_packed", "quantize_paged"
     dtype: str            # "bf16", "fp8"
     dim_qk: int
     causal: bool
-    heads: tuple          # (heads_q, heads_kv); the quantizer: (heads, heads)
-    lengths: tuple        # (seqlen_q, seqlen_k) per sequence; the quantizer: (seq, seq) per batch entry
+    heads: tuple          # (heads_q, heads_kv); the quantizers: (heads, heads)
+    lengths: tuple        # (seqlen_q, seqlen_k) per sequence; the quantizers: (seq, seq) per batch entry or sequence
     descale: str = ""     # fp8: "per_head" factors or "per_block" exponents
     page_size: int = 0
 
@@ -53,7 +59,7 @@ class Case:
     @property
     def flops(self):
         """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 quantizing."""
-        if self.form == "quantize":
+        if self.form.startswith("quantize"):
             return 0
         pairs = sum(visible_pairs(sq, sk, self.causal) for sq, sk in self.lengths)
         return 2 * (self.dim_qk + DIM_V) * self.heads[0] * pairs
@@ -92,6 +98,13 @@ def all_cases():
         for dim in QUANTIZE_DIMS:
             cases.append(Case(f"quantize_d{dim}_{batch}x{seq}x{heads}", f"quantize_d{dim}", "quantize", "bf16", dim,
                               False, (heads, heads), ((seq, seq),) * batch))
+    for i, dim in enumerate(QUANTIZE_DIMS):
+        cases.append(Case(f"quantize_d{dim}_packed", f"quantize_d{dim}", "quantize_packed", "bf16", dim, False, (2, 2),
+                          tuple((n, n) for n in QUANTIZE_PACKED_LENGTHS)))
+        page_size = PAGED_PAGE_SIZES[i % len(PAGED_PAGE_SIZES)]
+        cases.append(Case(f"quantize_paged_d{dim}_pages{page_size}", f"quantize_paged_d{dim}", "quantize_paged",
+                          "bf16", dim, False, (2, 2), tuple((n, n) for n in PAGED_PROMPT_LENGTHS),
+                          page_size=page_size))
     return cases
 
 
@@ -207,18 +220,53 @@ def _paged(rng, k, v, cu_k, page_size):
     return dict(k=caches[0], v=caches[1], cu_seqlens_k=None, block_table=table, seqused_k=lengths.astype(np.int32))
 
 
-def quantize_inputs(case, rng):
-    """({x bf16 (batch, seq, heads, dim)}, []): N(0, 1) times 2^-6..2^6 per 16 tokens, one channel 30x larger."""
-    (heads, _), batch, (seq, _) = case.heads, len(case.lengths), case.lengths[0]
-    x = _normal(rng, (batch, seq, heads, case.dim_qk))
+def _uneven(rng, shape):
+    """N(0, 1) (batch, seq, heads, dim) times 2^-6..2^6 per 16 tokens and head, one channel 30x larger."""
+    batch, seq, heads, _ = shape
+    x = _normal(rng, shape)
     x *= np.exp2(rng.integers(-6, 7, (batch, -(-seq // 16), heads)))[:, np.arange(seq) // 16, :, None]
     x[..., 3] *= 30
-    return {"x": x.astype(BF16)}, []
+    return x
+
+
+def quantize_inputs(case, rng):
+    """({x bf16 (batch, seq, heads, dim)}, []), uneven."""
+    (heads, _), batch, (seq, _) = case.heads, len(case.lengths), case.lengths[0]
+    return {"x": _uneven(rng, (batch, seq, heads, case.dim_qk)).astype(BF16)}, []
+
+
+def quantize_packed_inputs(case, rng):
+    """({x bf16 (total, heads, dim), uneven, cu_seqlens int32 (batch + 1), max_seqlen}, []): the sequences from row
+    0, QUANTIZE_PACKED_PAD rows after them outside every sequence."""
+    lengths = [n for n, _ in case.lengths]
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    x = _uneven(rng, (1, int(cu[-1]) + QUANTIZE_PACKED_PAD, case.heads[0], case.dim_qk))[0]
+    return {"x": x.astype(BF16), "cu_seqlens": cu, "max_seqlen": max(lengths)}, []
+
+
+def quantize_paged_inputs(case, rng):
+    """({x, slot_mapping: the prompt's rows bf16 (tokens, heads_kv, dim) and slots; x_step, slot_mapping_step: one
+    decode token per sequence, PAGED_STEP_GROWTH larger; num_pages}, []): each sequence's pages a permuted block
+    table's, one page no sequence names; a skipped token (slot -1) between sequences."""
+    page_size, lengths = case.page_size, [n for n, _ in case.lengths]
+    pages_of = [-(-(n + 1) // page_size) for n in lengths]  # room for the decode token
+    order = rng.permutation(sum(pages_of) + 1)
+    tables = np.split(order[:sum(pages_of)], np.cumsum(pages_of)[:-1])
+
+    def slot(b, position):
+        return int(tables[b][position // page_size]) * page_size + position % page_size
+    prompt = [s for b, n in enumerate(lengths) for s in [slot(b, p) for p in range(n)] + [-1]]
+    step = [slot(b, n) for b, n in enumerate(lengths)]
+    shape = (len(prompt), case.heads[1], case.dim_qk)
+    x_step = _normal(rng, (len(step),) + shape[1:]) * PAGED_STEP_GROWTH
+    return {"x": _uneven(rng, (1,) + shape)[0].astype(BF16), "slot_mapping": np.array(prompt, np.int32),
+            "x_step": x_step.astype(BF16), "slot_mapping_step": np.array(step, np.int32),
+            "num_pages": len(order)}, []
 
 
 def inputs(case, rng):
-    return {"equal": equal_inputs, "varlen": varlen_inputs, "paged": varlen_inputs,
-            "quantize": quantize_inputs}[case.form](case, rng)
+    return {"equal": equal_inputs, "varlen": varlen_inputs, "paged": varlen_inputs, "quantize": quantize_inputs,
+            "quantize_packed": quantize_packed_inputs, "quantize_paged": quantize_paged_inputs}[case.form](case, rng)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -269,10 +317,14 @@ def judge_sequence(seq, out, lse, causal):
 
 
 def judge(case, sequences, arrays, results):
-    """[(what, Verdict)] of a case's host results: attention (out, lse) in its form's layout; quantize (codes,
+    """[(what, Verdict)] of a case's host results: attention (out, lse) in its form's layout; the quantizers (codes,
     exponents)."""
     if case.form == "quantize":
         return judge_quantize(arrays["x"], *results)
+    if case.form == "quantize_packed":
+        return judge_quantize_packed(arrays, *results)
+    if case.form == "quantize_paged":
+        return judge_quantize_paged(arrays, *results)
     out, lse = (np.asarray(x).astype(np.float64) for x in results)
     verdicts = []
     if case.form == "equal":
@@ -293,6 +345,42 @@ def judge(case, sequences, arrays, results):
 def judge_quantize(x, codes, exponents):
     """Bit for bit against fp8.quantize_blocks of the quantizer's transform (no rotation, no smoothing)."""
     model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(np.asarray(x, np.float32)), QUANTIZE_BLOCK)
+    return _bit_verdicts(codes, exponents, model_codes, model_exponents)
+
+
+def packed_model(arrays):
+    """(codes, exponents) of the packed quantizer on poisoned outputs: fp8.quantize_blocks_varlen of the transform."""
+    x, cu, max_seqlen = np.asarray(arrays["x"], np.float32), arrays["cu_seqlens"], arrays["max_seqlen"]
+    slots = -(-max_seqlen // QUANTIZE_BLOCK)
+    return fp8.quantize_blocks_varlen(prepare.transform_varlen(x, cu), cu, max_seqlen, QUANTIZE_BLOCK,
+                                      codes=np.full(x.shape, E4M3_NAN_CODE, np.uint8),
+                                      exponents=np.full((len(cu) - 1, x.shape[1], slots), EXPONENT_POISON, np.int8))
+
+
+def paged_model(arrays, num_pages, page_size):
+    """(codes, exponents) of the paged writer's two calls (the prompt, then the decode step) into a cache of NaN codes
+    and empty pages (EXPONENT_POISON is PAGE_EMPTY)."""
+    heads_kv, dim = arrays["x"].shape[1:]
+    codes = np.full((num_pages, page_size, heads_kv, dim), E4M3_NAN_CODE, np.uint8)
+    exponents = np.full((num_pages, heads_kv), EXPONENT_POISON, np.int8)
+    for x, slots in ((arrays["x"], arrays["slot_mapping"]), (arrays["x_step"], arrays["slot_mapping_step"])):
+        codes, exponents = paged.quantize_paged_model(np.asarray(x, np.float32), slots, codes, exponents)
+    return codes, exponents
+
+
+def judge_quantize_packed(arrays, codes, exponents):
+    """Bit for bit against packed_model (no rotation, no smoothing): the rows past every sequence and the slots past
+    each sequence's blocks keep their poison."""
+    return _bit_verdicts(codes, exponents, *packed_model(arrays))
+
+
+def judge_quantize_paged(arrays, codes, exponents):
+    """The whole cache bit for bit against paged_model (no rotation)."""
+    codes = np.asarray(codes)
+    return _bit_verdicts(codes, exponents, *paged_model(arrays, codes.shape[0], codes.shape[1]))
+
+
+def _bit_verdicts(codes, exponents, model_codes, model_exponents):
     codes, exponents = np.asarray(codes).view(np.uint8), np.asarray(exponents)
     verdicts = []
     for what, got, want in (("codes", codes, model_codes), ("exponents", exponents, model_exponents)):

@@ -123,6 +123,27 @@ def library_call(case, library, backend, dev):
             got_codes, scales = library.quantize_fp8(x, cases.QUANTIZE_BLOCK, codes=codes, exponents=exponents)
             return got_codes, scales.exponents
         return quantize
+    if case.form == "quantize_packed":
+        x, cu = dev["x"], dev["cu_seqlens"]
+        slots = -(-dev["max_seqlen"] // cases.QUANTIZE_BLOCK)
+        codes = _poisoned(backend, x.shape, "float8_e4m3fn")
+        exponents = _poisoned(backend, (cu.shape[0] - 1, x.shape[1], slots), "int8")
+
+        def quantize_packed():
+            got_codes, scales = library.quantize_fp8(x, cases.QUANTIZE_BLOCK, codes=codes, exponents=exponents,
+                                                     cu_seqlens=cu, max_seqlen=dev["max_seqlen"])
+            return got_codes, scales.exponents
+        return quantize_packed
+    if case.form == "quantize_paged":  # the cache starts empty (EXPONENT_POISON is PAGE_EMPTY); repeated calls time
+        _, heads_kv, dim = dev["x"].shape  # the same two writes into what the first ones left
+        codes = _poisoned(backend, (dev["num_pages"], case.page_size, heads_kv, dim), "float8_e4m3fn")
+        exponents = _poisoned(backend, (dev["num_pages"], heads_kv), "int8")
+
+        def write_prompt_then_step():
+            library.quantize_paged(dev["x"], dev["slot_mapping"], codes, exponents)
+            library.quantize_paged(dev["x_step"], dev["slot_mapping_step"], codes, exponents)
+            return codes, exponents
+        return write_prompt_then_step
     descales = {n: dev[n] for n in ("q_descale", "k_descale", "v_descale") if n in dev}
     if case.form == "equal":
         out = _poisoned(backend, dev["q"].shape[:3] + (cases.DIM_V,), "bfloat16")
@@ -220,6 +241,10 @@ def expected_waves(case):
     if case.form == "quantize":
         seq = case.lengths[0][0]
         return 2 * -(-seq // cases.QUANTIZE_BLOCK) * case.heads[0] * len(case.lengths)  # two phases, one wave each
+    if case.form == "quantize_packed":  # the grid of the longest sequence for each
+        return 2 * -(-case.longest // cases.QUANTIZE_BLOCK) * case.heads[0] * len(case.lengths)
+    if case.form == "quantize_paged":  # a wave per (token, head): the prompt's tokens and a skipped one per sequence,
+        return (sum(n + 1 for n, _ in case.lengths) + len(case.lengths)) * case.heads[1]  # then the decode step's
     return None
 
 

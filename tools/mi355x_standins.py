@@ -1,5 +1,6 @@
 """numpy stand-ins of the library calls tools/mi355x_check.py makes, for its --dry-run: the same names and arguments
-as flashprefill.attention, attention_varlen and quantize_fp8, reading their inputs as the ABI defines them (equal
+as flashprefill.attention, attention_varlen, quantize_fp8 and quantize_paged, reading their inputs as the ABI defines
+them (equal
 batches; packed rows at cu_seqlens; paged caches through block_table and seqused_k; descale factors (batch,
 heads_kv) or BlockScales) and writing into the poisoned outputs the check passes. Each computes what the judgement
 compares against (bf16: bf16_floor with the reference's lse; fp8: the fp8 model rounded to bf16; the quantizer's
@@ -8,7 +9,7 @@ is right. It says nothing about the kernels.
 """
 import numpy as np
 
-from flashprefill import BlockScales, fp8, prepare
+from flashprefill import BlockScales, fp8, paged, prepare
 from mi355x_cases import Sequence, models, token_scales
 
 
@@ -101,9 +102,22 @@ class StandIns:
         return lse
 
     @staticmethod
-    def quantize_fp8(x, block=128, *, codes=None, exponents=None):
-        model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(np.asarray(x, np.float32)), block)
+    def quantize_fp8(x, block=128, *, codes=None, exponents=None, cu_seqlens=None, max_seqlen=None):
+        x = np.asarray(x, np.float32)
+        if cu_seqlens is None:
+            model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(x), block)
+        else:
+            model_codes, model_exponents = fp8.quantize_blocks_varlen(
+                prepare.transform_varlen(x, cu_seqlens), cu_seqlens, max_seqlen, block,
+                codes=np.asarray(codes).view(np.uint8), exponents=np.asarray(exponents))
         codes[...] = model_codes.view(codes.dtype)
         exponents[...] = model_exponents
         return codes, BlockScales(exponents, block)
+
+    @staticmethod
+    def quantize_paged(x, slot_mapping, codes_cache, exponents):
+        model_codes, model_exponents = paged.quantize_paged_model(
+            np.asarray(x, np.float32), slot_mapping, np.asarray(codes_cache).view(np.uint8), exponents)
+        codes_cache[...] = model_codes.view(codes_cache.dtype)
+        exponents[...] = model_exponents
 

@@ -1,0 +1,76 @@
+"""The gfx950 library's quantizer launches on a machine without ROCm (tests/hip_stub.c standing in for
+libamdhip64.so): the kernel arguments hip/quantize_launch.c packs from a packed (varlen) flashprefill_quantize and from
+a flashprefill_quantize_paged call (addresses, strides in bytes, the packed form's bounds and longest sequence, the
+code_max split), read back from the stub with the grid and the number of launches. The calls are made in C
+(tests/quantize_launch_probe.c) so that the params are the header's own."""
+import ctypes
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import kernargs
+import markers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
+pytestmark = markers.needs_cc
+# tests/quantize_launch_probe.c's problems
+BATCH, HEADS, DIM, TOTAL, MAX_SEQLEN, BLOCK_TOKENS = 3, 4, 96, 700, 300, 64
+TOKENS, NUM_PAGES, PAGE_SIZE = 37, 50, 16
+
+
+def _address(i):
+    return (0x7F0 + i) << 36
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    if not LIBRARY.exists():
+        pytest.fail(f"{LIBRARY} is missing: run `make amd`")
+    directory = tmp_path_factory.mktemp("quantize_launch")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o", str(directory / "libamdhip64.so"),
+                    str(ROOT / "tests" / "hip_stub.c")], check=True)
+    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(directory / "probe"),
+                    str(ROOT / "tests" / "quantize_launch_probe.c"), str(LIBRARY), "-ldl",
+                    f"-Wl,-rpath,{LIBRARY.parent}"], check=True)
+
+    def run(mode):
+        env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
+        out = subprocess.run([str(directory / "probe"), mode], env=env, capture_output=True, text=True, check=True)
+        status, error, grid, kernarg = out.stdout.split("\n")[:4]
+        *grid, launches = map(int, grid.split())
+        return int(status), error, tuple(grid), launches, bytes.fromhex(kernarg)
+    return run
+
+
+def test_packed_kernel_arguments(probe):
+    status, error, grid, launches, kernarg = probe("packed")
+    assert status == 0, error
+    blocks = -(-MAX_SEQLEN // BLOCK_TOKENS)
+    assert grid == (blocks, HEADS, BATCH) and launches == 2
+    assert len(kernarg) == ctypes.sizeof(kernargs.QuantizeKernarg)
+    a = kernargs.QuantizeKernarg.from_buffer_copy(kernarg)
+    assert (a.x, a.codes, a.exponents, a.signs, a.subtract, a.cu_seqlens) == tuple(_address(i) for i in range(6))
+    assert (a.x_stride_batch, a.codes_stride_batch) == (0, 0)
+    assert (a.x_stride_seq, a.x_stride_head, a.codes_stride_seq, a.codes_stride_head) == (
+        2 * HEADS * DIM * 2, DIM * 2, HEADS * DIM, DIM)
+    assert (a.seqlen, a.total, a.heads, a.block_tokens, a.blocks) == (MAX_SEQLEN, TOTAL, HEADS, BLOCK_TOKENS, blocks)
+    fraction, exponent = np.frexp(np.float32(1.125))
+    assert (a.x_fp32, a.phase, a.code_max_exponent) == (0, 1, exponent)  # the last launch: phase 1
+    assert a.code_max_mantissa == np.float32(fraction).view(np.uint32) & 0x7FFFFF
+
+
+def test_paged_kernel_arguments(probe):
+    status, error, grid, launches, kernarg = probe("paged")
+    assert status == 0, error
+    assert grid == (TOKENS, HEADS, 1) and launches == 1
+    assert len(kernarg) == ctypes.sizeof(kernargs.QuantizePagedKernarg)
+    a = kernargs.QuantizePagedKernarg.from_buffer_copy(kernarg)
+    assert (a.x, a.slot_mapping, a.codes, a.exponents, a.signs) == tuple(_address(i) for i in range(5))
+    assert (a.x_stride_token, a.x_stride_head) == (3 * HEADS * DIM * 4, DIM * 4)
+    assert (a.codes_stride_page, a.codes_stride_row, a.codes_stride_head) == (PAGE_SIZE * HEADS * DIM, HEADS * DIM,
+                                                                              DIM)
+    assert (a.tokens, a.heads_kv, a.page_size, a.num_pages, a.x_fp32) == (TOKENS, HEADS, PAGE_SIZE, NUM_PAGES, 1)
