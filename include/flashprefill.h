@@ -489,8 +489,8 @@ static inline flashprefill_quantize_paged_params flashprefill_quantize_paged_par
 }
 
 /* Enqueues flashprefill_quantize_paged on `stream` and returns without waiting; validates p first, then checks the
-   device and the pointers as flashprefill_forward does. From 0.10.0 on; the gfx950 library returns NOT_SUPPORTED
-   (no kernel). */
+   device and the pointers as flashprefill_forward does. From 0.10.0 on; in the gfx950 library from 0.10.1 on
+   (emulated only, never run on an MI355X). */
 flashprefill_status flashprefill_quantize_paged(const flashprefill_quantize_paged_params *p, void *stream);
 
 #ifdef __cplusplus
