@@ -21,9 +21,10 @@ def copies_layout(workspace, batch, paged):
 
 
 def run(memory, seed, *, cu_q, cu_k, seqused_k, block_table, out, lse, out_stride_seq, out_stride_head, batch,
-        total_q, total_k, max_q, max_k, block_table_stride=0, page_size_log2=0, num_pages=0, heads_q):
+        total_q, total_k, max_q, max_k, block_table_stride=0, page_size_log2=0, num_pages=0, heads_q, root=ROOT):
     """Allocates a poisoned workspace in `memory` and runs the check on the arrays at the given addresses (0: none).
-    Returns (header address, (copy_q, copy_k, copy_used) addresses)."""
+    Returns (header address, (copy_q, copy_k, copy_used) addresses). root: the tree whose build/gfx950 holds the
+    code object (tools/gfx950_mutate.py points the calling test module's ROOT at a mutant's)."""
     from gfx950_emu import load_code_object, run_kernel
     assert kernargs.offsets(kernargs.VarlenCheckKernarg) == kernargs.assembly_offsets(kernargs.VARLEN_CHECK_CONTRACT)
     paged = block_table != 0
@@ -35,7 +36,7 @@ def run(memory, seed, *, cu_q, cu_k, seqused_k, block_table, out, lse, out_strid
         out_stride_head=out_stride_head, batch=batch, total_q=total_q, total_k=total_k, max_seqlen_q=max_q,
         max_seqlen_k=max_k, block_table_stride=block_table_stride, page_size_log2=page_size_log2,
         num_pages=num_pages, heads_q=heads_q)
-    co = load_code_object(str(ROOT / "build" / "gfx950" / "varlen_check.co"))
+    co = load_code_object(str(pathlib.Path(root) / "build" / "gfx950" / "varlen_check.co"))
     run_kernel(co, "varlen_check", grid=(1, 1, 1), workgroup_size=64, kernarg=bytes(a), memory=memory, seed=seed)
     return workspace, copies
 

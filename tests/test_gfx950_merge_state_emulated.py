@@ -27,6 +27,7 @@ from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
+PYTHON = ROOT / "python"  # the child's flashprefill (tools/gfx950_mutate.py moves ROOT to a mutant's tree)
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22, markers.needs_cc]
 RNG = np.random.default_rng()  # each test's input (and schedule) seed drawn from it, named in its failures
 DTYPES = {"bfloat16": DType.BF16, "float32": DType.FP32}
@@ -60,7 +61,7 @@ def stub(tmp_path_factory):
 
 def _call(stub, params):
     """flashprefill_merge_state(params) through the gfx950 library and the stub: (status, error, grid, kernarg)."""
-    env = {**os.environ, "LD_LIBRARY_PATH": str(stub), "PYTHONPATH": str(ROOT / "python")}
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stub), "PYTHONPATH": str(PYTHON)}
     out = subprocess.run([sys.executable, "-c", _CALL_SCRIPT, str(LIBRARY), json.dumps(params)], env=env,
                          capture_output=True, text=True, check=True).stdout
     status, error, grid, kernarg = json.loads(out)

@@ -13,7 +13,7 @@ import pytest
 
 import gfx950_varlen_check as varlen_check
 import markers
-from test_gfx950_kernel_emulated import BF16_NAN
+from test_gfx950_kernel_emulated import BF16_NAN, ROOT
 from test_gfx950_varlen_emulated import HEADS_KV, RNG, _layout, _run
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
@@ -93,7 +93,7 @@ def _check(a, seed):
         mem, seed, cu_q=at["cu_q"], cu_k=at["cu_k"], seqused_k=at["used"], block_table=at["table"], out=out, lse=lse,
         out_stride_seq=HEADS_Q * (DIM_V + OUT_PAD) * 2, out_stride_head=(DIM_V + OUT_PAD) * 2, batch=batch,
         total_q=total_q, total_k=a["total_k"], max_q=a["max_q"], max_k=a["max_k"], block_table_stride=a["bts"],
-        page_size_log2=a["page_log2"], num_pages=a["num_pages"], heads_q=HEADS_Q)
+        page_size_log2=a["page_log2"], num_pages=a["num_pages"], heads_q=HEADS_Q, root=ROOT)
     read = lambda address, n: None if address == 0 else mem.read(address, np.int32, (n,))  # noqa: E731
     return (varlen_check.header(mem, workspace), read(copies[0], batch + 1), read(copies[1], batch + 1),
             read(copies[2], batch), mem.read(out, np.uint16, out_shape), mem.read(lse, np.float32, lse_shape))

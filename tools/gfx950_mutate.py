@@ -4,8 +4,9 @@ output, which reassembles to the same code object) is removed, one instance at a
 shortened by one wait state; each mutant is rebuilt in a temporary directory and checked, cheapest first, by the
 hazard lint (tools/gfx950_lint.py), the static checks of tests/test_gfx950_static.py that take a kernel name, and
 small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, test_gfx950_varlen_emulated.py,
-test_gfx950_paged_emulated.py, test_gfx950_quantize_emulated.py, test_gfx950_quantize_packed_emulated.py and
-test_gfx950_quantize_paged_emulated.py, once per seed of --seeds, the emulator in whatever mode is its default).
+test_gfx950_paged_emulated.py, test_gfx950_quantize_emulated.py, test_gfx950_quantize_packed_emulated.py,
+test_gfx950_quantize_paged_emulated.py, test_gfx950_merge_state_emulated.py and test_gfx950_varlen_check_emulated.py,
+once per seed of --seeds, the emulator in whatever mode is its default).
 A mutant is killed by the first check that fails; the survivors are printed with the source line they expand from
 (file:line) and the score killed / total.
 
@@ -68,6 +69,14 @@ for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_paged_d{_dim}"] = [("test_gfx950_quantize_paged_emulated", "test_prompt_then_decode_steps",
                                             dict(dim=_dim, page_size=16, dtype=dtype, rotate=True))
                                            for dtype in ("float32", "bfloat16")]
+for _pair in ("bf16_bf16", "bf16_f32", "f32_bf16", "f32_f32"):  # rows of a pass, pieces of a row, in place
+    _dtypes = tuple({"bf16": "bfloat16", "f32": "float32"}[x] for x in _pair.split("_"))
+    EMULATED[f"merge_state_{_pair}"] = [
+        ("test_gfx950_merge_state_emulated", "test_matches_the_reference",
+         dict(shape=(2, 37, 2, 128), dtypes=_dtypes, padded=True, stub=None)),
+        ("test_gfx950_merge_state_emulated", "test_matches_the_reference",
+         dict(shape=(1, 3, 2, 520), dtypes=_dtypes, padded=False, stub=None))]
+EMULATED["varlen_check"] = [("test_gfx950_varlen_check_emulated", "test_steps_of_the_wave", {})]
 
 # Survivors no functional check can kill, by mnemonic, with the reason. (A redundant wait kept on purpose says so
 # in its source line's comment, starting "kept:"; the survivor list shows it.)
@@ -223,6 +232,9 @@ def check(kernel, code_object, seeds):
         (root / "build" / "gfx950").mkdir(parents=True)
         (root / "build" / "gfx950" / f"{kernel}.co").symlink_to(code_object)
         for module_name, function, arguments in EMULATED[kernel]:
+            if "stub" in arguments:  # the tests that launch through the library want the stand-in HIP runtime
+                import hip_stub
+                arguments = {**arguments, "stub": hip_stub.build(root)}
             module = importlib.import_module(module_name)
             for seed in seeds:
                 try:

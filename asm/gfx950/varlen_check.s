@@ -115,16 +115,21 @@
 
 .include "scalar_address.inc"
 
-// v[code], v[value] = code, v[value_reg] where VCC
+// v[code], v[value] = code, v[value_reg] where VCC, right after the compare that wrote VCC
 .macro fault_where code, value_reg
     s_nop 1                                     // gfx940+: a VALU write of VCC, 2 wait states before a VALU reads it
+    fault_where_now \code, \value_reg
+.endm
+.macro fault_where_now code, value_reg
     v_cndmask_b32 v[v_code], v[v_code], \code, vcc
     v_cndmask_b32 v[v_value], v[v_value], v[\value_reg], vcc
 .endm
 
-// VCC = s[mask] | VCC (a VOPC result in s[mask], the other in VCC)
-.macro or_vcc mask
+// v[code], v[value] = code, v[value_reg] where s[mask] | VCC (a VOPC result in s[mask], the other just in VCC)
+.macro fault_where_either mask, code, value_reg
     s_or_b64 vcc, vcc, s[\mask:\mask + 1]
+    s_nop 0                                     // the compare's VCC: 2 wait states, the s_or_b64 one of them
+    fault_where_now \code, \value_reg
 .endm
 
 .text
@@ -194,8 +199,7 @@ varlen_check:
     fault_where kVarlenCuSeqlensK, v_k1
     v_cmp_gt_i32 s[s_mask:s_mask + 1], 0, v[v_k0]
     v_cmp_lt_i32 vcc, v[v_k1], v[v_k0]
-    or_vcc s_mask
-    fault_where kVarlenCuSeqlensK, v_k0
+    fault_where_either s_mask, kVarlenCuSeqlensK, v_k0
 .Lk_checked:
     v_sub_u32 v[v_t0], v[v_q1], v[v_q0]
     v_cmp_lt_i32 vcc, s[s_max_q], v[v_t0]
@@ -204,8 +208,7 @@ varlen_check:
     fault_where kVarlenCuSeqlensQ, v_q1
     v_cmp_gt_i32 s[s_mask:s_mask + 1], 0, v[v_q0]
     v_cmp_lt_i32 vcc, v[v_q1], v[v_q0]
-    or_vcc s_mask
-    fault_where kVarlenCuSeqlensQ, v_q0
+    fault_where_either s_mask, kVarlenCuSeqlensQ, v_q0
     // the first lane at fault, if any, ends the scan
     v_cmp_ne_u32 vcc, 0, v[v_code]
     s_mov_b64 exec, s[s_exec:s_exec + 1]
