@@ -1,8 +1,10 @@
 """The cases of tools/mi355x_check.py: every gfx950 forward kernel (bf16 and fp8, dim 128 and dim_qk 192 / dim_v
-128) in its equal-length, varlen and paged forms, the quantizer (equal-length and packed) and the paged KV-cache
-writer, over shapes from small to 16k; for each, fresh
-random host inputs, the library call that runs it, and the judgement of its outputs against the float64 reference
-and the fp8 numpy model with the bounds of tools/gfx950_bounds.py (the emulated tests' own).
+128) in its equal-length, varlen and paged forms, the quantizer (equal-length and packed), the paged KV-cache
+writer, merge_state (four dtype pairs) and the check of a varlen call's arrays (varlen_check: one fault of each kind
+put into a batch's arrays, and valid ones), over shapes from small to 16k; for each, fresh random host inputs, the
+library call that runs it, and the judgement of its outputs against the float64 reference and the fp8 numpy model
+with the bounds of tools/gfx950_bounds.py and tools/merge_state_bounds.py (the emulated tests' own), or against the
+verdict of the rule (tools/varlen_verdict.py).
 
 Long sequences are judged on their first and last JUDGED_ROWS query rows (every head): the float64 reference of all
 16k rows would take minutes per case on the host, and the first and last rows see the fewest and the most keys.
@@ -14,6 +16,8 @@ import numpy as np
 
 from flashprefill import fp8, paged, prepare, reference
 from gfx950_bounds import Verdict, bf16_floor, bf16_verdict, fp8_verdicts, lse_verdict
+from merge_state_bounds import merge_verdicts, nonfinite_parts, nonfinite_verdicts, rounded
+from varlen_verdict import BLOCK_TABLE, CU_K, CU_Q, OK, SEQLEN_K, SEQLEN_Q, SEQUSED_K, call_arrays, model_verdict
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
 DIM_V = 128
@@ -37,6 +41,13 @@ QUANTIZE_PACKED_LENGTHS, QUANTIZE_PACKED_PAD = (0, 1, 300, 4099), 5
 # the paged writer (heads_kv 2): a prompt of these sequences through a permuted block table, then one decode token
 # each, 2^8 larger than the prompt (the pages' exponents grow: their codes are re-encoded); pages by dim
 PAGED_PROMPT_LENGTHS, PAGED_PAGE_SIZES, PAGED_STEP_GROWTH = (37, 300, 1, 1000), (16, 64, 256), 2.0**8
+# merge_state: (batch, seqlen_q, heads_q, dim_v) from 1 row to 16k over the emulated test's dims (a lane's piece is 8
+# elements: 136 leaves lanes idle, 520 gives a lane two pieces); the rows that are not finite on a small one
+MERGE_DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+MERGE_SHAPES = ((1, 1, 1, 64), (1, 3, 2, 520), (1, 26, 2, 136), (2, 37, 2, 128), (2, 4096, 32, 128),
+                (1, 16384, 16, 128))
+MERGE_NONFINITE_SHAPE = (2, 12, 3, 64)
+SENTINEL = 1000.0  # a finite poison, exact in bf16, where NaN is an expected output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +62,12 @@ class Case:
     lengths: tuple        # (seqlen_q, seqlen_k) per sequence; the quantizers: (seq, seq) per batch entry or sequence
     descale: str = ""     # fp8: "per_head" factors or "per_block" exponents
     page_size: int = 0
+    out_dtype: str = ""   # merge_state: out's ("bf16", "f32"); dtype is out_a's and out_b's
+    fault: str = ""       # varlen_check: the VARLEN_FAULTS entry
+
+    @property
+    def dim_v(self):
+        return self.dim_qk if self.form.startswith(("quantize", "merge_state")) else DIM_V
 
     @property
     def longest(self):
@@ -58,8 +75,9 @@ class Case:
 
     @property
     def flops(self):
-        """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 quantizing."""
-        if self.form.startswith("quantize"):
+        """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 for the
+        other kernels (and the check's cases, which are about its verdict)."""
+        if self.form not in ("equal", "varlen", "paged"):
             return 0
         pairs = sum(visible_pairs(sq, sk, self.causal) for sq, sk in self.lengths)
         return 2 * (self.dim_qk + DIM_V) * self.heads[0] * pairs
@@ -73,6 +91,58 @@ def visible_pairs(sq, sk, causal):
 
 def _kernel(dtype, dim_qk):
     return f"fwd_{dtype}_{'hd128' if dim_qk == 128 else f'qk{dim_qk}'}"
+
+
+def _set(name, index, value):
+    """The change of a call's host arrays that sets arrays[name][index] to value (or value(arrays))."""
+    def change(arrays):
+        arrays[name] = arrays[name].copy()
+        arrays[name][index] = value(arrays) if callable(value) else value
+    return change
+
+
+def _less(name):
+    def change(arrays):
+        arrays[name] -= 1
+    return change
+
+
+def _both(first, second):
+    def change(arrays):
+        first(arrays)
+        second(arrays)
+    return change
+
+
+VARLEN_CHECK_FORWARD = "fwd_bf16_hd128"  # the forward kernel of the check's cases
+CHECK_SET = SEQUENCE_SETS[0]  # cu_seqlens_q 0 1 1 46 346 706, cu_seqlens_k 0 1 38 38 68 448, pages of 64: 1 1 0 1 6
+CHECK_WAVE_STEPS = ((2, 3),) * 70  # 70 sequences: the check's 64 lanes take two steps
+CHECK_LONG_TABLE = ((5, 1100),)    # 69 pages of 16 keys: two steps
+# varlen_check: VARLEN_CHECK_FORWARD through attention_varlen on a batch whose arrays (varlen ones with seqused_k, or
+# paged) were changed to hold a fault, or none: (page_size (0: varlen), lengths, change, the error it makes)
+VARLEN_FAULTS = {
+    "valid": (0, CHECK_SET, None, OK),
+    "cu_seqlens_q_negative": (0, CHECK_SET, _set("cu_seqlens_q", 0, -1), CU_Q),
+    "cu_seqlens_q_decreasing": (0, CHECK_SET, _set("cu_seqlens_q", 3, 0), CU_Q),
+    "cu_seqlens_q_past_total_q": (0, CHECK_SET, _set("cu_seqlens_q", -1, lambda a: a["q"].shape[0] + 1), CU_Q),
+    "max_seqlen_q_short": (0, CHECK_SET, _less("max_seqlen_q"), SEQLEN_Q),
+    "cu_seqlens_k_decreasing": (0, CHECK_SET, _set("cu_seqlens_k", 2, 0), CU_K),
+    "cu_seqlens_k_past_total_k": (0, CHECK_SET, _set("cu_seqlens_k", -1, lambda a: a["k"].shape[0] + 1), CU_K),
+    "max_seqlen_k_short": (0, CHECK_SET, _less("max_seqlen_k"), SEQLEN_K),
+    "seqused_k_negative": (0, CHECK_SET, _set("seqused_k", 1, -1), SEQUSED_K),
+    "seqused_k_past_rows": (0, CHECK_SET, _set("seqused_k", 3, 31), SEQUSED_K),
+    "seqused_k_past_rows_second_step": (0, CHECK_WAVE_STEPS, _set("seqused_k", 66, 10_000), SEQUSED_K),
+    "paged_valid": (64, CHECK_SET, None, OK),
+    "paged_bad_page_past_the_keys": (64, CHECK_SET, _set("block_table", (0, -1), -1), OK),  # not read
+    "paged_page_past_num_pages": (64, CHECK_SET, _set("block_table", (4, 3), lambda a: a["k"].shape[0]), BLOCK_TABLE),
+    "paged_page_negative": (64, CHECK_SET, _set("block_table", (1, 0), -3), BLOCK_TABLE),
+    "paged_seqused_k_past_pages": (64, CHECK_SET, _set("seqused_k", 3, lambda a: a["block_table"].shape[1] *
+                                                       a["k"].shape[1] + 1), SEQUSED_K),  # its table row's keys + 1
+    "paged_page_fault_before_a_sequence_fault": (64, CHECK_SET, _both(_set("block_table", (1, 0), -1),
+                                                                      _set("cu_seqlens_q", 4, 0)), BLOCK_TABLE),
+    "paged_bad_page_second_step": (16, CHECK_LONG_TABLE, _set("block_table", (0, 65), lambda a: a["k"].shape[0]),
+                                   BLOCK_TABLE),
+}
 
 
 def all_cases():
@@ -105,6 +175,18 @@ def all_cases():
         cases.append(Case(f"quantize_paged_d{dim}_pages{page_size}", f"quantize_paged_d{dim}", "quantize_paged",
                           "bf16", dim, False, (2, 2), tuple((n, n) for n in PAGED_PROMPT_LENGTHS),
                           page_size=page_size))
+    for dtype in MERGE_DTYPES:
+        for out_dtype in MERGE_DTYPES:
+            kernel = f"merge_state_{dtype}_{out_dtype}"
+            for b, s, h, d in MERGE_SHAPES:
+                cases.append(Case(f"{kernel}_{b}x{s}x{h}x{d}", kernel, "merge_state", dtype, d, False, (h, h),
+                                  ((s, s),) * b, out_dtype=out_dtype))
+            b, s, h, d = MERGE_NONFINITE_SHAPE
+            cases.append(Case(f"{kernel}_nonfinite", kernel, "merge_state_nonfinite", dtype, d, False, (h, h),
+                              ((s, s),) * b, out_dtype=out_dtype))
+    for fault, (page_size, lengths, _, _) in VARLEN_FAULTS.items():
+        cases.append(Case(f"varlen_check_{fault}", "varlen_check", "varlen_check", "bf16", 128, True, VARLEN_HEADS,
+                          lengths, page_size=page_size, fault=fault))  # bf16, 128: VARLEN_CHECK_FORWARD's
     return cases
 
 
@@ -264,9 +346,39 @@ def quantize_paged_inputs(case, rng):
             "num_pages": len(order)}, []
 
 
+def merge_inputs(case, rng):
+    """({out_a, out_b (batch, seqlen_q, heads_q, dim_v) of the case's dtype, lse_a, lse_b float32 (batch, heads_q,
+    seqlen_q)}, []): out N(0, 1), lse ~ N(5, 4); merge_state_nonfinite: with the rows of
+    merge_state_bounds.nonfinite_parts."""
+    (heads, _), batch, (seqlen, _) = case.heads, len(case.lengths), case.lengths[0]
+    shape, dtype = (batch, seqlen, heads, case.dim_v), MERGE_DTYPES[case.dtype]
+    if case.form == "merge_state_nonfinite":
+        host = nonfinite_parts(rng, shape, dtype)
+    else:
+        host = {name: draw for part in "ab" for name, draw in (
+            (f"out_{part}", rng.standard_normal(shape)), (f"lse_{part}", rng.normal(5.0, 4.0, (batch, heads, seqlen))))}
+    narrow = BF16 if dtype == "bfloat16" else np.float32
+    return {n: np.asarray(x, np.float32).astype(narrow if n.startswith("out") else np.float32)
+            for n, x in host.items()}, []
+
+
+def varlen_check_inputs(case, rng):
+    """varlen_inputs of the case's batch (varlen ones with seqused_k, or paged) with its VARLEN_FAULTS change; the
+    Sequences are those of the arrays before it."""
+    arrays, sequences = varlen_inputs(dataclasses.replace(case, form="paged" if case.page_size else "varlen"), rng)
+    if arrays.get("seqused_k") is None:
+        arrays["seqused_k"] = np.diff(arrays["cu_seqlens_k"]).astype(np.int32)
+    change = VARLEN_FAULTS[case.fault][2]
+    if change is not None:
+        change(arrays)
+    return arrays, sequences
+
+
 def inputs(case, rng):
     return {"equal": equal_inputs, "varlen": varlen_inputs, "paged": varlen_inputs, "quantize": quantize_inputs,
-            "quantize_packed": quantize_packed_inputs, "quantize_paged": quantize_paged_inputs}[case.form](case, rng)
+            "quantize_packed": quantize_packed_inputs, "quantize_paged": quantize_paged_inputs,
+            "merge_state": merge_inputs, "merge_state_nonfinite": merge_inputs,
+            "varlen_check": varlen_check_inputs}[case.form](case, rng)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -318,27 +430,69 @@ def judge_sequence(seq, out, lse, causal):
 
 def judge(case, sequences, arrays, results):
     """[(what, Verdict)] of a case's host results: attention (out, lse) in its form's layout; the quantizers (codes,
-    exponents)."""
+    exponents); merge_state (out, lse); varlen_check (out, lse, the verdict (code, sequence, value, message) read
+    back)."""
     if case.form == "quantize":
         return judge_quantize(arrays["x"], *results)
     if case.form == "quantize_packed":
         return judge_quantize_packed(arrays, *results)
     if case.form == "quantize_paged":
         return judge_quantize_paged(arrays, *results)
-    out, lse = (np.asarray(x).astype(np.float64) for x in results)
-    verdicts = []
+    out, lse = (np.asarray(x).astype(np.float64) for x in results[:2])
+    if case.form.startswith("merge_state"):
+        return judge_merge(case, arrays, out, lse)
+    if case.form == "varlen_check":
+        return judge_varlen_check(case, sequences, arrays, out, lse, results[2])
     if case.form == "equal":
+        verdicts = []
         for b, seq in enumerate(sequences):
             verdicts += [(f"batch {b} {what}", v) for what, v in judge_sequence(seq, out[b:b + 1], lse[b:b + 1],
                                                                                 case.causal)]
         return verdicts
-    cu_q = arrays["cu_seqlens_q"]
+    return judge_varlen(case, sequences, arrays, out, lse)
+
+
+def judge_varlen(case, sequences, arrays, out, lse):
+    """[(what, Verdict)] of each sequence's rows of a varlen or paged call's out and lse."""
+    cu_q, verdicts = arrays["cu_seqlens_q"], []
     for b, seq in enumerate(sequences):
         if seq.q.shape[1] == 0:
             continue  # no row of out or lse is the sequence's
         rows = slice(int(cu_q[b]), int(cu_q[b + 1]))
         verdicts += [(f"sequence {b} {what}", v) for what, v in
                      judge_sequence(seq, out[rows][None], lse[:, rows][None], case.causal)]
+    return verdicts
+
+
+def judge_merge(case, arrays, out, lse):
+    """merge_state_bounds' verdicts of out and lse against the float64 merge of the inputs."""
+    host = {n: np.asarray(arrays[n]).astype(np.float64) for n in ("out_a", "lse_a", "out_b", "lse_b")}
+    out_dtype = MERGE_DTYPES[case.out_dtype]
+    if case.form == "merge_state_nonfinite":
+        return nonfinite_verdicts(out, lse, host, out_dtype)
+    return merge_verdicts(out, lse, [host[n] for n in ("out_a", "lse_a", "out_b", "lse_b")], out_dtype)
+
+
+def expected_verdict(arrays):
+    """(error, sequence, value) the rule gives the call's host arrays."""
+    return model_verdict(call_arrays(arrays["q"], arrays["k"], arrays["cu_seqlens_q"], arrays["cu_seqlens_k"],
+                                     arrays["max_seqlen_q"], arrays["max_seqlen_k"], arrays["seqused_k"],
+                                     arrays.get("block_table")))[:3]
+
+
+def judge_varlen_check(case, sequences, arrays, out, lse, verdict):
+    """The verdict read back against the rule's; then, arrays valid, the outputs as a varlen call's; at fault, every
+    element of out and lse NaN (they were poisoned with a finite value)."""
+    want, (code, sequence, value, message) = expected_verdict(arrays), verdict
+    got = (code, sequence, value)
+    verdicts = [("verdict", Verdict(got == want, float(got != want), 0.0,
+                                    f"flashprefill_workspace_error: {got} \"{message}\"; the rule: {want}"))]
+    if want[0] == OK:
+        return verdicts + judge_varlen(case, sequences, arrays, out, lse)
+    for what, x in (("out", out), ("lse", lse)):
+        left = ~np.isnan(x)
+        verdicts.append((f"{what} NaN after the fault", Verdict(not left.any(), float(left.mean()), 0.0,
+                                                               f"{int(left.sum())} of {left.size} not NaN")))
     return verdicts
 
 
