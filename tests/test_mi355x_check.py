@@ -60,6 +60,20 @@ def test_dry_run_checks_every_form(tmp_path, capsys):
     assert all(f"| {name} |" in table for name in EVERY_FORM)
     assert "rocprofv3 --pmc SQ_WAVES SQ_INSTS_VALU SQ_INSTS_MFMA" in printed
     assert f"--only {EVERY_FORM[0]} " in printed and "SQ_WAVES per call should be 64" in printed  # 1 x 4 x 2 x 8
+    # a varlen call's two dispatches (its first: bf16_d192_paged64_set0), split by name
+    assert "--kernel-include-regex '^(varlen_check|fwd_bf16_qk192)$' -d rocprof/varlen_split" in printed
+
+
+@pytest.mark.parametrize("name, waves", [
+    ("merge_state_bf16_bf16_2x37x2x128", 2 * 2 * 2),  # 16 pieces a row: 4 rows a pass, 32 a workgroup
+    ("merge_state_f32_bf16_1x26x2x136", 2 * 2),       # 17 pieces: 3 rows a pass, 24 a workgroup
+    ("merge_state_f32_f32_1x3x2x520", 1 * 2),         # 65 pieces: 1 row a pass, 8 a workgroup
+    ("merge_state_bf16_f32_1x16384x16x128", 512 * 16),
+    ("varlen_check_paged_valid", 1),
+])
+def test_expected_waves(name, waves):
+    """SQ_WAVES per call of merge_state (hip/merge_state_launch.c's grid, one wave a workgroup) and of the check."""
+    assert mi355x_check.expected_waves(next(c for c in cases.all_cases() if c.name == name)) == waves
 
 
 def _spoiled_attention(how):
