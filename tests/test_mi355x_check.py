@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import mi355x_cases as cases  # noqa: E402
 import mi355x_check  # noqa: E402
 import mi355x_device  # noqa: E402
+import mi355x_judge  # noqa: E402
 from mi355x_standins import StandIns  # noqa: E402
 import varlen_verdict  # noqa: E402
 
@@ -320,7 +321,7 @@ def test_each_fault_makes_the_error_it_names():
     made = {}
     for case in checks:
         arrays, _ = cases.inputs(case, np.random.default_rng())
-        error = cases.expected_verdict(arrays)[0]
+        error = mi355x_judge.expected_verdict(arrays)[0]
         assert error == cases.VARLEN_FAULTS[case.fault][3], case.name
         made.setdefault(error, set()).add(bool(case.page_size))
     assert set(made) == set(range(7))
@@ -335,7 +336,7 @@ def test_each_fault_makes_the_error_it_names():
     (300, 30, True, [(0, 128, 0), (172, 300, 30)]),
 ])
 def test_row_blocks(sq, sk, causal, expected):
-    assert cases.row_blocks(sq, sk, causal) == expected
+    assert mi355x_judge.row_blocks(sq, sk, causal) == expected
 
 
 @pytest.mark.emulator

@@ -32,6 +32,7 @@ sys.path[:0] = [str(TOOLS), str(ROOT / "python")]
 
 import mi355x_cases as cases  # noqa: E402
 import mi355x_device as device  # noqa: E402
+import mi355x_judge  # noqa: E402
 from records import git_commit  # noqa: E402
 import timing  # noqa: E402
 from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_launch  # noqa: E402
@@ -243,7 +244,7 @@ def aiter_setup(case, rng, backend, library, modules, aiter, dry_run):
     def judge():
         backend.clock.synchronize()
         host = (backend.to_host(out), backend.to_host(lse))
-        return cases.judge(bf16_case, sequences, arrays, host)
+        return mi355x_judge.judge(bf16_case, sequences, arrays, host)
     return run, judge
 
 
@@ -258,7 +259,7 @@ def run_case(case, args, backend, library, rng, aiter, modules):
         call = library_call(case, library, backend, dev)
         results = call()
         backend.clock.synchronize()
-        verdicts = cases.judge(case, sequences, arrays, host_results(case, library, backend, results))
+        verdicts = mi355x_judge.judge(case, sequences, arrays, host_results(case, library, backend, results))
         record["checks"] = _verdicts_json(verdicts)
         setups = {"flashprefill": lambda _: call}
         aiter_parts = aiter_setup(case, rng, backend, library, modules, aiter, args.dry_run) if aiter else None

@@ -10,7 +10,8 @@ when the plumbing (inputs, layouts, outputs, judgement, timing, report) is right
 import numpy as np
 
 from flashprefill import BlockScales, fp8, paged, prepare, reference
-from mi355x_cases import Sequence, models, token_scales
+from mi355x_cases import Sequence, token_scales
+from mi355x_judge import models
 from varlen_verdict import OK, call_arrays, model_verdict
 
 HEADER_INT32 = 4  # the workspace's verdict: error, sequence, value, tiles
