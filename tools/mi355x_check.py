@@ -33,6 +33,7 @@ sys.path[:0] = [str(TOOLS), str(ROOT / "python")]
 import mi355x_cases as cases  # noqa: E402
 import mi355x_device as device  # noqa: E402
 import mi355x_judge  # noqa: E402
+from mi355x_standins import StandIns  # noqa: E402
 from records import git_commit  # noqa: E402
 import timing  # noqa: E402
 from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_launch  # noqa: E402
@@ -188,11 +189,11 @@ def workspace_verdict(library, backend, workspace):
     """(code, sequence, value, message) of flashprefill_workspace_error on a finished call's workspace: the C ABI's
     function through ctypes (Python's check=True raises only the message), or the dry run's stand-in of it; sequence
     and value as the message states them (0, 0 when valid)."""
-    if hasattr(library, "workspace_error"):  # the dry run's
+    if isinstance(library, StandIns):
         code, message = library.workspace_error(workspace)
-    else:
+    else:  # the backend's library: gfx950's, or on an NVIDIA GPU Hopper's (test_mi355x_device_gpu.py)
         from flashprefill import _lib
-        c_library = _lib.lib("hip")
+        c_library = _lib.lib(backend.library)
         error, text = ctypes.c_int32(), ctypes.create_string_buffer(512)
         status = c_library.flashprefill_workspace_error(backend.pointer(workspace), ctypes.byref(error), text, 512)
         if status != 0:
@@ -401,7 +402,6 @@ def main(argv=None):
         chosen = select(cases.all_cases(), args.only, args.max_seqlen)
         backend = device.detect(args.device, args.dry_run)
         if args.dry_run:
-            from mi355x_standins import StandIns
             library = StandIns()
         else:
             import flashprefill as library
