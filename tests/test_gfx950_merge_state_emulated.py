@@ -4,7 +4,7 @@ through flashprefill_merge_state of the gfx950 library in a child process whose 
 which records the grid and the kernel arguments hip/merge_state_launch.c packed; those run in the emulator on memory
 holding the call's tensors at the addresses the call named. Outputs are poisoned (NaN, or a finite sentinel where NaN
 is an expected result) and checked against the float64 merge_state_reference with the bounds every backend meets
-(tests/merge_state_bounds.py); the padding beside strided rows must keep its poison. What this does not show:
+(tools/merge_state_bounds.py); the padding beside strided rows must keep its poison. What this does not show:
 timing, and anything of the hardware the emulator does not model (its v_exp_f32 and v_log_f32 are correctly rounded,
 the chip's are within 1 ulp: the float32 bound leaves 2^-21 for that)."""
 import ctypes
@@ -22,10 +22,11 @@ import kernargs
 import hip_stub
 import markers
 from flashprefill._params import DType, Status
-from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts  # noqa: E402
+
 LIBRARY = ROOT / "build" / "libflashprefill_gfx950.so"
 PYTHON = ROOT / "python"  # the child's flashprefill (tools/gfx950_mutate.py moves ROOT to a mutant's tree)
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22, markers.needs_cc]

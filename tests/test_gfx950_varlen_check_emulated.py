@@ -5,7 +5,8 @@ page ids of the sequences before the first at fault; the lowest (sequence, error
 forward kernel reads (the arrays as given, or all zero after a fault), and on a fault every element of out and lse
 NaN while the padding beside them keeps its poison. Batches of more than one wave's 64 sequences and sequences of
 more than 64 pages cross the kernel's steps. Each run takes its input seed as the emulator's schedule seed."""
-import math
+import pathlib
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -16,46 +17,12 @@ import markers
 from test_gfx950_kernel_emulated import BF16_NAN, ROOT
 from test_gfx950_varlen_emulated import HEADS_KV, RNG, _layout, _run
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+from varlen_verdict import BLOCK_TABLE, CU_K, CU_Q, OK, SEQLEN_K, SEQLEN_Q, SEQUSED_K, model_verdict  # noqa: E402
+
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
 HEADS_Q, DIM_V, OUT_PAD = 2, 128, 8   # out rows (total_q + 2, heads_q, 128 + OUT_PAD): the padding must stay
 SENTINEL_BITS = 0x3F80                # bf16 1.0: out's poison, so that NaN proves an element written
-OK, CU_Q, SEQLEN_Q, CU_K, SEQLEN_K, SEQUSED_K, BLOCK_TABLE = range(7)  # fp_varlen_error (src/launch_common.h)
-
-
-def model_verdict(a):
-    """(error, sequence, value, 0) of the arrays in `a` by the Hopper plan kernel's rule."""
-    batch, first, lengths = len(a["cu_q"]) - 1, None, []
-    for b in range(batch):
-        q0, q1 = int(a["cu_q"][b]), int(a["cu_q"][b + 1])
-        fault = None
-        if q0 < 0 or q1 < q0 or q1 > a["total_q"]:
-            fault = (CU_Q, q0 if q0 < 0 or q1 < q0 else q1)
-        elif q1 - q0 > a["max_q"]:
-            fault = (SEQLEN_Q, q1 - q0)
-        else:
-            rows = a["bts"] << a["page_log2"]
-            if a["cu_k"] is not None:
-                k0, k1 = int(a["cu_k"][b]), int(a["cu_k"][b + 1])
-                if k0 < 0 or k1 < k0 or k1 > a["total_k"]:
-                    fault = (CU_K, k0 if k0 < 0 or k1 < k0 else k1)
-                rows = k1 - k0
-            if fault is None:
-                seqlen_k = int(a["used"][b]) if a["used"] is not None else rows
-                if a["used"] is not None and not 0 <= seqlen_k <= rows:
-                    fault = (SEQUSED_K, seqlen_k)
-                elif seqlen_k > a["max_k"]:
-                    fault = (SEQLEN_K, seqlen_k)
-                lengths.append(seqlen_k)
-        if fault is not None:
-            first = (fault[0], b, fault[1], 0)
-            break
-    if a["table"] is not None:
-        for b, seqlen_k in enumerate(lengths):
-            pages = a["table"][b, :math.ceil(seqlen_k / (1 << a["page_log2"]))]
-            bad = (pages < 0) | (pages >= a["num_pages"])
-            if bad.any():
-                return (BLOCK_TABLE, b, int(pages[np.argmax(bad)]), 0)
-    return first or (OK, 0, 0, 0)
 
 
 def _varlen(batch, rng):

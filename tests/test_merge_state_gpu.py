@@ -3,7 +3,10 @@ against the float64 reference.merge_state_reference, every output poisoned first
 beside strided outputs untouched; in place; rows that saw no key, NaN and +inf rows; and end to end, attention over
 two sets of keys merged against attention over all of them.
 
-Bounds: tests/merge_state_bounds.py."""
+Bounds: tools/merge_state_bounds.py (the hardware check's too)."""
+import pathlib
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -12,7 +15,9 @@ import flashprefill as fp
 import gpu_arrays as ga
 import markers
 from flashprefill.reference import attention_reference, error_report, relative_l2
-from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts, rounded
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts, rounded  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

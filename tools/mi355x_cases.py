@@ -1,23 +1,20 @@
 """The cases of tools/mi355x_check.py: every gfx950 forward kernel (bf16 and fp8, dim 128 and dim_qk 192 / dim_v
-128) in its equal-length, varlen and paged forms, the quantizer (equal-length and packed) and the paged KV-cache
-writer, over shapes from small to 16k; for each, fresh
-random host inputs, the library call that runs it, and the judgement of its outputs against the float64 reference
-and the fp8 numpy model with the bounds of tools/gfx950_bounds.py (the emulated tests' own).
-
-Long sequences are judged on their first and last JUDGED_ROWS query rows (every head): the float64 reference of all
-16k rows would take minutes per case on the host, and the first and last rows see the fewest and the most keys.
+128) in its equal-length, varlen and paged forms, the quantizer (equal-length and packed), the paged KV-cache
+writer, merge_state (four dtype pairs) and the check of a varlen call's arrays (varlen_check: one fault of each kind
+put into a batch's arrays, and valid ones), over shapes from small to 16k; for each, fresh random host inputs, which
+tools/mi355x_judge.py judges the outputs of.
 """
 import dataclasses
 
 import ml_dtypes
 import numpy as np
 
-from flashprefill import fp8, paged, prepare, reference
-from gfx950_bounds import Verdict, bf16_floor, bf16_verdict, fp8_verdicts, lse_verdict
+from flashprefill import fp8
+from merge_state_bounds import nonfinite_parts
+from varlen_verdict import BLOCK_TABLE, CU_K, CU_Q, OK, SEQLEN_K, SEQLEN_Q, SEQUSED_K
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
 DIM_V = 128
-JUDGED_ROWS = 128
 E4M3_NAN_CODE, EXPONENT_POISON = 0x7F, -128
 # (batch, seqlen_q, seqlen_k, heads_q, heads_kv) of the equal-length cases; the first is small enough for a dry run
 EQUAL_SHAPES = [(2, 200, 200, 4, 2), (1, 700, 1300, 8, 2), (1, 4096, 4096, 32, 8), (1, 16384, 16384, 32, 8)]
@@ -37,6 +34,13 @@ QUANTIZE_PACKED_LENGTHS, QUANTIZE_PACKED_PAD = (0, 1, 300, 4099), 5
 # the paged writer (heads_kv 2): a prompt of these sequences through a permuted block table, then one decode token
 # each, 2^8 larger than the prompt (the pages' exponents grow: their codes are re-encoded); pages by dim
 PAGED_PROMPT_LENGTHS, PAGED_PAGE_SIZES, PAGED_STEP_GROWTH = (37, 300, 1, 1000), (16, 64, 256), 2.0**8
+# merge_state: (batch, seqlen_q, heads_q, dim_v) from 1 row to 16k over the emulated test's dims (a lane's piece is 8
+# elements: 136 leaves lanes idle, 520 gives a lane two pieces); the rows that are not finite on a small one
+MERGE_DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+MERGE_SHAPES = ((1, 1, 1, 64), (1, 3, 2, 520), (1, 26, 2, 136), (2, 37, 2, 128), (2, 4096, 32, 128),
+                (1, 16384, 16, 128))
+MERGE_NONFINITE_SHAPE = (2, 12, 3, 64)
+SENTINEL = 1000.0  # a finite poison, exact in bf16, where NaN is an expected output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +55,12 @@ class Case:
     lengths: tuple        # (seqlen_q, seqlen_k) per sequence; the quantizers: (seq, seq) per batch entry or sequence
     descale: str = ""     # fp8: "per_head" factors or "per_block" exponents
     page_size: int = 0
+    out_dtype: str = ""   # merge_state: out's ("bf16", "f32"); dtype is out_a's and out_b's
+    fault: str = ""       # varlen_check: the VARLEN_FAULTS entry
+
+    @property
+    def dim_v(self):
+        return self.dim_qk if self.form.startswith(("quantize", "merge_state")) else DIM_V
 
     @property
     def longest(self):
@@ -58,8 +68,9 @@ class Case:
 
     @property
     def flops(self):
-        """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 quantizing."""
-        if self.form.startswith("quantize"):
+        """Floating-point operations of the attention (2 (dim_qk + dim_v) per visible query-key pair); 0 for the
+        other kernels (and the check's cases, which are about its verdict)."""
+        if self.form not in ("equal", "varlen", "paged"):
             return 0
         pairs = sum(visible_pairs(sq, sk, self.causal) for sq, sk in self.lengths)
         return 2 * (self.dim_qk + DIM_V) * self.heads[0] * pairs
@@ -73,6 +84,58 @@ def visible_pairs(sq, sk, causal):
 
 def _kernel(dtype, dim_qk):
     return f"fwd_{dtype}_{'hd128' if dim_qk == 128 else f'qk{dim_qk}'}"
+
+
+def _set(name, index, value):
+    """The change of a call's host arrays that sets arrays[name][index] to value (or value(arrays))."""
+    def change(arrays):
+        arrays[name] = arrays[name].copy()
+        arrays[name][index] = value(arrays) if callable(value) else value
+    return change
+
+
+def _less(name):
+    def change(arrays):
+        arrays[name] -= 1
+    return change
+
+
+def _both(first, second):
+    def change(arrays):
+        first(arrays)
+        second(arrays)
+    return change
+
+
+VARLEN_CHECK_FORWARD = "fwd_bf16_hd128"  # the forward kernel of the check's cases
+CHECK_SET = SEQUENCE_SETS[0]  # cu_seqlens_q 0 1 1 46 346 706, cu_seqlens_k 0 1 38 38 68 448, pages of 64: 1 1 0 1 6
+CHECK_WAVE_STEPS = ((2, 3),) * 70  # 70 sequences: the check's 64 lanes take two steps
+CHECK_LONG_TABLE = ((5, 1100),)    # 69 pages of 16 keys: two steps
+# varlen_check: VARLEN_CHECK_FORWARD through attention_varlen on a batch whose arrays (varlen ones with seqused_k, or
+# paged) were changed to hold a fault, or none: (page_size (0: varlen), lengths, change, the error it makes)
+VARLEN_FAULTS = {
+    "valid": (0, CHECK_SET, None, OK),
+    "cu_seqlens_q_negative": (0, CHECK_SET, _set("cu_seqlens_q", 0, -1), CU_Q),
+    "cu_seqlens_q_decreasing": (0, CHECK_SET, _set("cu_seqlens_q", 3, 0), CU_Q),
+    "cu_seqlens_q_past_total_q": (0, CHECK_SET, _set("cu_seqlens_q", -1, lambda a: a["q"].shape[0] + 1), CU_Q),
+    "max_seqlen_q_short": (0, CHECK_SET, _less("max_seqlen_q"), SEQLEN_Q),
+    "cu_seqlens_k_decreasing": (0, CHECK_SET, _set("cu_seqlens_k", 2, 0), CU_K),
+    "cu_seqlens_k_past_total_k": (0, CHECK_SET, _set("cu_seqlens_k", -1, lambda a: a["k"].shape[0] + 1), CU_K),
+    "max_seqlen_k_short": (0, CHECK_SET, _less("max_seqlen_k"), SEQLEN_K),
+    "seqused_k_negative": (0, CHECK_SET, _set("seqused_k", 1, -1), SEQUSED_K),
+    "seqused_k_past_rows": (0, CHECK_SET, _set("seqused_k", 3, 31), SEQUSED_K),
+    "seqused_k_past_rows_second_step": (0, CHECK_WAVE_STEPS, _set("seqused_k", 66, 10_000), SEQUSED_K),
+    "paged_valid": (64, CHECK_SET, None, OK),
+    "paged_bad_page_past_the_keys": (64, CHECK_SET, _set("block_table", (0, -1), -1), OK),  # not read
+    "paged_page_past_num_pages": (64, CHECK_SET, _set("block_table", (4, 3), lambda a: a["k"].shape[0]), BLOCK_TABLE),
+    "paged_page_negative": (64, CHECK_SET, _set("block_table", (1, 0), -3), BLOCK_TABLE),
+    "paged_seqused_k_past_pages": (64, CHECK_SET, _set("seqused_k", 3, lambda a: a["block_table"].shape[1] *
+                                                       a["k"].shape[1] + 1), SEQUSED_K),  # its table row's keys + 1
+    "paged_page_fault_before_a_sequence_fault": (64, CHECK_SET, _both(_set("block_table", (1, 0), -1),
+                                                                      _set("cu_seqlens_q", 4, 0)), BLOCK_TABLE),
+    "paged_bad_page_second_step": (16, CHECK_LONG_TABLE, _set("block_table", (0, 65), lambda a: a["k"].shape[0]),
+                                   BLOCK_TABLE),
+}
 
 
 def all_cases():
@@ -105,6 +168,18 @@ def all_cases():
         cases.append(Case(f"quantize_paged_d{dim}_pages{page_size}", f"quantize_paged_d{dim}", "quantize_paged",
                           "bf16", dim, False, (2, 2), tuple((n, n) for n in PAGED_PROMPT_LENGTHS),
                           page_size=page_size))
+    for dtype in MERGE_DTYPES:
+        for out_dtype in MERGE_DTYPES:
+            kernel = f"merge_state_{dtype}_{out_dtype}"
+            for b, s, h, d in MERGE_SHAPES:
+                cases.append(Case(f"{kernel}_{b}x{s}x{h}x{d}", kernel, "merge_state", dtype, d, False, (h, h),
+                                  ((s, s),) * b, out_dtype=out_dtype))
+            b, s, h, d = MERGE_NONFINITE_SHAPE
+            cases.append(Case(f"{kernel}_nonfinite", kernel, "merge_state_nonfinite", dtype, d, False, (h, h),
+                              ((s, s),) * b, out_dtype=out_dtype))
+    for fault, (page_size, lengths, _, _) in VARLEN_FAULTS.items():
+        cases.append(Case(f"varlen_check_{fault}", "varlen_check", "varlen_check", "bf16", 128, True, VARLEN_HEADS,
+                          lengths, page_size=page_size, fault=fault))  # bf16, 128: VARLEN_CHECK_FORWARD's
     return cases
 
 
@@ -264,128 +339,36 @@ def quantize_paged_inputs(case, rng):
             "num_pages": len(order)}, []
 
 
+def merge_inputs(case, rng):
+    """({out_a, out_b (batch, seqlen_q, heads_q, dim_v) of the case's dtype, lse_a, lse_b float32 (batch, heads_q,
+    seqlen_q)}, []): out N(0, 1), lse ~ N(5, 4); merge_state_nonfinite: with the rows of
+    merge_state_bounds.nonfinite_parts."""
+    (heads, _), batch, (seqlen, _) = case.heads, len(case.lengths), case.lengths[0]
+    shape, dtype = (batch, seqlen, heads, case.dim_v), MERGE_DTYPES[case.dtype]
+    if case.form == "merge_state_nonfinite":
+        host = nonfinite_parts(rng, shape, dtype)
+    else:
+        host = {name: draw for part in "ab" for name, draw in (
+            (f"out_{part}", rng.standard_normal(shape)), (f"lse_{part}", rng.normal(5.0, 4.0, (batch, heads, seqlen))))}
+    narrow = BF16 if dtype == "bfloat16" else np.float32
+    return {n: np.asarray(x, np.float32).astype(narrow if n.startswith("out") else np.float32)
+            for n, x in host.items()}, []
+
+
+def varlen_check_inputs(case, rng):
+    """varlen_inputs of the case's batch (varlen ones with seqused_k, or paged) with its VARLEN_FAULTS change; the
+    Sequences are those of the arrays before it."""
+    arrays, sequences = varlen_inputs(dataclasses.replace(case, form="paged" if case.page_size else "varlen"), rng)
+    if arrays.get("seqused_k") is None:
+        arrays["seqused_k"] = np.diff(arrays["cu_seqlens_k"]).astype(np.int32)
+    change = VARLEN_FAULTS[case.fault][2]
+    if change is not None:
+        change(arrays)
+    return arrays, sequences
+
+
 def inputs(case, rng):
     return {"equal": equal_inputs, "varlen": varlen_inputs, "paged": varlen_inputs, "quantize": quantize_inputs,
-            "quantize_packed": quantize_packed_inputs, "quantize_paged": quantize_paged_inputs}[case.form](case, rng)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Judgement
-
-def row_blocks(sq, sk, causal, rows=JUDGED_ROWS):
-    """[(first row, end row, keys they may see)]: all rows when there are at most 2 * rows, else the first and the
-    last `rows`; causal (aligned bottom-right) rows r0..r1-1 see no key past sk - sq + r1 - 1."""
-    spans = [(0, sq)] if sq <= 2 * rows else [(0, rows), (sq - rows, sq)]
-    return [(r0, r1, int(np.clip(sk - sq + r1, 0, sk)) if causal else sk) for r0, r1 in spans]
-
-
-def models(seq, causal, rows=None):
-    """What the kernel's output should be near, for query rows `rows` = (r0, r1, keys): bf16: (float64 reference,
-    its lse, bf16_floor); fp8: (float64 reference of the dequantized inputs, the model's lse, the fp8 model)."""
-    r0, r1, keys = rows or (0, seq.q.shape[1], seq.k.shape[1])
-    q, k, v = seq.q[:, r0:r1], seq.k[:, :keys], seq.v[:, :keys]
-    if seq.scales is None:
-        ref, ref_lse = reference.attention_reference(q, k, v, causal=causal, return_lse=True)
-        return ref, ref_lse, bf16_floor(q, k, v, causal)
-    qs, ks, vs = seq.scales[0][:, r0:r1], seq.scales[1][:, :keys], seq.scales[2][:, :keys]
-    model, model_lse = fp8.attention_fp8_model(q.view(np.uint8), k.view(np.uint8), v.view(np.uint8), qs, ks, vs,
-                                               causal=causal, kv_tile=64, return_lse=True)
-    values = [x.astype(np.float64) * s[..., None] for x, s in ((q, qs), (k, ks), (v, vs))]
-    return reference.attention_reference(*values, causal=causal), model_lse, model
-
-
-def judge_sequence(seq, out, lse, causal):
-    """[(what, Verdict)] of one sequence's out (1, sq, hq, 128) and lse (1, hq, sq) (float64)."""
-    verdicts = []
-    sq = seq.q.shape[1]
-    for r0, r1, keys in row_blocks(sq, seq.k.shape[1], causal):
-        where = f"rows {r0}..{r1 - 1}"
-        got, got_lse = out[:, r0:r1], lse[:, :, r0:r1]
-        if keys == 0:  # no row sees a key: out 0, lse -inf
-            err = reference.relative_l2(got, np.zeros_like(got))
-            verdicts.append((f"{where} out", Verdict(err == 0, err, 0.0, "rows that see no key must be 0")))
-            verdicts.append((f"{where} lse", lse_verdict(got_lse, np.full(got_lse.shape, -np.inf))))
-            continue
-        ref, ref_lse, model = models(seq, causal, (r0, r1, keys))
-        if seq.scales is None:
-            verdicts.append((f"{where} out", bf16_verdict(got, ref, model)))
-        else:
-            against_model, against_ref = fp8_verdicts(got, model, ref)
-            verdicts += [(f"{where} out vs model", against_model), (f"{where} out vs float64", against_ref)]
-        verdicts.append((f"{where} lse", lse_verdict(got_lse, ref_lse)))
-    return verdicts
-
-
-def judge(case, sequences, arrays, results):
-    """[(what, Verdict)] of a case's host results: attention (out, lse) in its form's layout; the quantizers (codes,
-    exponents)."""
-    if case.form == "quantize":
-        return judge_quantize(arrays["x"], *results)
-    if case.form == "quantize_packed":
-        return judge_quantize_packed(arrays, *results)
-    if case.form == "quantize_paged":
-        return judge_quantize_paged(arrays, *results)
-    out, lse = (np.asarray(x).astype(np.float64) for x in results)
-    verdicts = []
-    if case.form == "equal":
-        for b, seq in enumerate(sequences):
-            verdicts += [(f"batch {b} {what}", v) for what, v in judge_sequence(seq, out[b:b + 1], lse[b:b + 1],
-                                                                                case.causal)]
-        return verdicts
-    cu_q = arrays["cu_seqlens_q"]
-    for b, seq in enumerate(sequences):
-        if seq.q.shape[1] == 0:
-            continue  # no row of out or lse is the sequence's
-        rows = slice(int(cu_q[b]), int(cu_q[b + 1]))
-        verdicts += [(f"sequence {b} {what}", v) for what, v in
-                     judge_sequence(seq, out[rows][None], lse[:, rows][None], case.causal)]
-    return verdicts
-
-
-def judge_quantize(x, codes, exponents):
-    """Bit for bit against fp8.quantize_blocks of the quantizer's transform (no rotation, no smoothing)."""
-    model_codes, model_exponents = fp8.quantize_blocks(prepare.transform(np.asarray(x, np.float32)), QUANTIZE_BLOCK)
-    return _bit_verdicts(codes, exponents, model_codes, model_exponents)
-
-
-def packed_model(arrays):
-    """(codes, exponents) of the packed quantizer on poisoned outputs: fp8.quantize_blocks_varlen of the transform."""
-    x, cu, max_seqlen = np.asarray(arrays["x"], np.float32), arrays["cu_seqlens"], arrays["max_seqlen"]
-    slots = -(-max_seqlen // QUANTIZE_BLOCK)
-    return fp8.quantize_blocks_varlen(prepare.transform_varlen(x, cu), cu, max_seqlen, QUANTIZE_BLOCK,
-                                      codes=np.full(x.shape, E4M3_NAN_CODE, np.uint8),
-                                      exponents=np.full((len(cu) - 1, x.shape[1], slots), EXPONENT_POISON, np.int8))
-
-
-def paged_model(arrays, num_pages, page_size):
-    """(codes, exponents) of the paged writer's two calls (the prompt, then the decode step) into a cache of NaN codes
-    and empty pages (EXPONENT_POISON is PAGE_EMPTY)."""
-    heads_kv, dim = arrays["x"].shape[1:]
-    codes = np.full((num_pages, page_size, heads_kv, dim), E4M3_NAN_CODE, np.uint8)
-    exponents = np.full((num_pages, heads_kv), EXPONENT_POISON, np.int8)
-    for x, slots in ((arrays["x"], arrays["slot_mapping"]), (arrays["x_step"], arrays["slot_mapping_step"])):
-        codes, exponents = paged.quantize_paged_model(np.asarray(x, np.float32), slots, codes, exponents)
-    return codes, exponents
-
-
-def judge_quantize_packed(arrays, codes, exponents):
-    """Bit for bit against packed_model (no rotation, no smoothing): the rows past every sequence and the slots past
-    each sequence's blocks keep their poison."""
-    return _bit_verdicts(codes, exponents, *packed_model(arrays))
-
-
-def judge_quantize_paged(arrays, codes, exponents):
-    """The whole cache bit for bit against paged_model (no rotation)."""
-    codes = np.asarray(codes)
-    return _bit_verdicts(codes, exponents, *paged_model(arrays, codes.shape[0], codes.shape[1]))
-
-
-def _bit_verdicts(codes, exponents, model_codes, model_exponents):
-    codes, exponents = np.asarray(codes).view(np.uint8), np.asarray(exponents)
-    verdicts = []
-    for what, got, want in (("codes", codes, model_codes), ("exponents", exponents, model_exponents)):
-        differ = got != want
-        where = f", first at {np.argwhere(differ)[0].tolist()}" if differ.any() else ""
-        verdicts.append((what, Verdict(not differ.any(), float(differ.mean()), 0.0,
-                                       f"{int(differ.sum())} of {differ.size} {what} differ from the model{where}")))
-    return verdicts
+            "quantize_packed": quantize_packed_inputs, "quantize_paged": quantize_paged_inputs,
+            "merge_state": merge_inputs, "merge_state_nonfinite": merge_inputs,
+            "varlen_check": varlen_check_inputs}[case.form](case, rng)

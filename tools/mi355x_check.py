@@ -1,6 +1,8 @@
 """The first run on an MI355X (gfx950): every gfx950 kernel of the library checked against the float64 reference and
-the fp8 numpy model with the emulated tests' bounds (tools/gfx950_bounds.py), then timed (HIP events, interleaved
-rounds: tools/timing.py), beside AMD's aiter fmha_v3 forward where the amd-aiter wheel is installed.
+the fp8 numpy model with the emulated tests' bounds (tools/gfx950_bounds.py, tools/merge_state_bounds.py), the check
+of varlen arrays by the verdict flashprefill_workspace_error reads against the rule's (tools/varlen_verdict.py), then
+timed (HIP events, interleaved rounds: tools/timing.py), beside AMD's aiter fmha_v3 forward where the amd-aiter wheel
+is installed.
 
     python tools/mi355x_check.py [--out DIR] [--only NAME ...] [--max-seqlen N] [--rounds R] [--launches L]
                                  [--no-aiter] [--emulator-counts] [--dry-run]
@@ -8,14 +10,17 @@ rounds: tools/timing.py), beside AMD's aiter fmha_v3 forward where the amd-aiter
 Needs torch for ROCm or CuPy for ROCm (detected in that order) and a gfx950 device, and `make amd`'s library;
 refuses with a message otherwise (exit 2). Writes DIR/mi355x_check.json (every check and timing) and
 DIR/mi355x_check.md (one table), prints the rocprofv3 command lines to run next and which counters to compare with
-the emulator's. Exits 1 when any check fails. --only: case names or kernel names (fwd_fp8_qk192, quantize_d128).
+the emulator's. Exits 1 when any check fails. --only: case names or kernel names (fwd_fp8_qk192, quantize_d128,
+merge_state_bf16_f32, varlen_check).
 --dry-run: everything but the device calls, which numpy stand-ins make (tools/mi355x_standins.py), on the host.
 Written without an AMD GPU: nothing but the dry run has ever run.
 """
 import argparse
+import ctypes
 import datetime
 import json
 import pathlib
+import re
 import sys
 import zlib
 
@@ -27,12 +32,16 @@ sys.path[:0] = [str(TOOLS), str(ROOT / "python")]
 
 import mi355x_cases as cases  # noqa: E402
 import mi355x_device as device  # noqa: E402
+import mi355x_judge  # noqa: E402
+from mi355x_standins import StandIns  # noqa: E402
 from records import git_commit  # noqa: E402
 import timing  # noqa: E402
 from gfx950_emu.aiter_args import FMHA_FWD_V3_KERNELS, fmha_fwd_v3_launch  # noqa: E402
 
 ROUNDS, LAUNCHES = 5, 20
 QUERIES_PER_WORKGROUP, WAVES_PER_WORKGROUP = 256, 8  # asm/gfx950/fwd_contract.inc
+MERGE_LANES, MERGE_PIECE_ELEMS, MERGE_PASSES_PER_WORKGROUP = 64, 8, 8  # hip/merge_state_launch.c: one wave a group
+WORKSPACE_POISON = 0x55  # every workspace byte before a checked call: a header the check did not write reads wrong
 # rocprofv3 counters, in passes that fit the SQ's counter slots together; names as rocprofv3 --list-avail spells
 # them on ROCm 6.4 / 7 (unchecked on gfx950: run --list-avail first)
 PMC_PASSES = (("SQ_WAVES", "SQ_INSTS_VALU", "SQ_INSTS_MFMA", "SQ_INSTS_LDS"),
@@ -103,16 +112,24 @@ def _to_device(backend, library, value):
     return value
 
 
-def _poisoned(backend, shape, dtype):
-    """A device array of `shape` full of NaN (bf16), NaN codes (e4m3) or -128 (int8 exponents)."""
-    fill = {"bfloat16": np.array(np.nan, cases.BF16),
+def _poisoned(backend, shape, dtype, value=np.nan):
+    """A device array of `shape` full of NaN (bf16, float32; or `value`, where NaN is an expected output), NaN codes
+    (e4m3) or -128 (int8 exponents)."""
+    fill = {"bfloat16": np.array(value, cases.BF16), "float32": np.array(value, np.float32),
             "float8_e4m3fn": np.array(cases.E4M3_NAN_CODE, np.uint8).view(cases.E4M3),
             "int8": np.array(cases.EXPONENT_POISON, np.int8)}[dtype]
     return backend.to_device(np.full(shape, fill))
 
 
 def library_call(case, library, backend, dev):
-    """() -> the case's device results, each call enqueuing the kernel once more: (out, lse) or (codes, exponents)."""
+    """() -> the case's device results, each call enqueuing the kernel once more: (out, lse), (codes, exponents) or,
+    varlen_check, (out, lse, workspace)."""
+    if case.form.startswith("merge_state"):
+        poison = cases.SENTINEL if case.form == "merge_state_nonfinite" else np.nan
+        out = _poisoned(backend, dev["out_a"].shape, cases.MERGE_DTYPES[case.out_dtype], poison)
+        lse = _poisoned(backend, dev["lse_a"].shape, "float32", poison)
+        return lambda: library.merge_state(dev["out_a"], dev["lse_a"], dev["out_b"], dev["lse_b"], out=out,
+                                           lse_out=lse)
     if case.form == "quantize":
         x = dev["x"]
         batch, seq, heads, dim = x.shape
@@ -149,11 +166,49 @@ def library_call(case, library, backend, dev):
         out = _poisoned(backend, dev["q"].shape[:3] + (cases.DIM_V,), "bfloat16")
         return lambda: library.attention(dev["q"], dev["k"], dev["v"], causal=case.causal, out=out, return_lse=True,
                                          **descales)
-    out = _poisoned(backend, (dev["q"].shape[0], case.heads[0], cases.DIM_V), "bfloat16")
-    return lambda: library.attention_varlen(
-        dev["q"], dev["k"], dev["v"], dev["cu_seqlens_q"], dev["cu_seqlens_k"], dev["max_seqlen_q"],
-        dev["max_seqlen_k"], seqused_k=dev.get("seqused_k"), block_table=dev.get("block_table"), causal=case.causal,
-        out=out, return_lse=True, **descales)
+    # the check's cases poison with a finite value: a fault must turn every element NaN
+    poison = cases.SENTINEL if case.form == "varlen_check" else np.nan
+    out = _poisoned(backend, (dev["q"].shape[0], case.heads[0], cases.DIM_V), "bfloat16", poison)
+    lse = _poisoned(backend, (case.heads[0], dev["q"].shape[0]), "float32", poison)
+    arrays = (dev["q"], dev["k"], dev["v"], dev["cu_seqlens_q"], dev["cu_seqlens_k"], dev["max_seqlen_q"],
+              dev["max_seqlen_k"])
+    options = dict(seqused_k=dev.get("seqused_k"), block_table=dev.get("block_table"), causal=case.causal,
+                   **descales)
+    if case.form != "varlen_check":
+        return lambda: library.attention_varlen(*arrays, out=out, return_lse=True, lse=lse, **options)
+    workspace_bytes = library.varlen_workspace_bytes(*arrays, **options)
+    workspace = backend.to_device(np.full(workspace_bytes, WORKSPACE_POISON, np.uint8))  # the header written or not
+
+    def checked_call():
+        library.attention_varlen(*arrays, out=out, return_lse=True, lse=lse, workspace=workspace, **options)
+        return out, lse, workspace
+    return checked_call
+
+
+def workspace_verdict(library, backend, workspace):
+    """(code, sequence, value, message) of flashprefill_workspace_error on a finished call's workspace: the C ABI's
+    function through ctypes (Python's check=True raises only the message), or the dry run's stand-in of it; sequence
+    and value as the message states them (0, 0 when valid)."""
+    if isinstance(library, StandIns):
+        code, message = library.workspace_error(workspace)
+    else:  # the backend's library: gfx950's, or on an NVIDIA GPU Hopper's (test_mi355x_device_gpu.py)
+        from flashprefill import _lib
+        c_library = _lib.lib(backend.library)
+        error, text = ctypes.c_int32(), ctypes.create_string_buffer(512)
+        status = c_library.flashprefill_workspace_error(backend.pointer(workspace), ctypes.byref(error), text, 512)
+        if status != 0:
+            raise RuntimeError(f"flashprefill_workspace_error: {c_library.flashprefill_last_error().decode()}")
+        code, message = error.value, text.value.decode()
+    stated = re.search(r"sequence (-?\d+), value (-?\d+)", message)
+    return (code, *((int(stated[1]), int(stated[2])) if stated else (0, 0)), message)
+
+
+def host_results(case, library, backend, results):
+    """The call's device results on the host; varlen_check's workspace as workspace_verdict's reading of it."""
+    if case.form == "varlen_check":
+        out, lse, workspace = results
+        return backend.to_host(out), backend.to_host(lse), workspace_verdict(library, backend, workspace)
+    return [backend.to_host(x) for x in results]
 
 
 def _verdicts_json(verdicts):
@@ -190,22 +245,22 @@ def aiter_setup(case, rng, backend, library, modules, aiter, dry_run):
     def judge():
         backend.clock.synchronize()
         host = (backend.to_host(out), backend.to_host(lse))
-        return cases.judge(bf16_case, sequences, arrays, host)
+        return mi355x_judge.judge(bf16_case, sequences, arrays, host)
     return run, judge
 
 
 def run_case(case, args, backend, library, rng, aiter, modules):
     record = {"case": case.name, "kernel": case.kernel, "form": case.form, "dtype": case.dtype,
-              "dim_qk": case.dim_qk, "dim_v": cases.DIM_V, "causal": case.causal, "heads": list(case.heads),
+              "dim_qk": case.dim_qk, "dim_v": case.dim_v, "causal": case.causal, "heads": list(case.heads),
               "lengths": [list(p) for p in case.lengths], "descale": case.descale, "page_size": case.page_size,
-              "flops": case.flops}
+              "out_dtype": case.out_dtype, "fault": case.fault, "flops": case.flops}
     try:
         arrays, sequences = cases.inputs(case, rng)
         dev = {n: _to_device(backend, library, x) for n, x in arrays.items()}
         call = library_call(case, library, backend, dev)
         results = call()
         backend.clock.synchronize()
-        verdicts = cases.judge(case, sequences, arrays, [backend.to_host(x) for x in results])
+        verdicts = mi355x_judge.judge(case, sequences, arrays, host_results(case, library, backend, results))
         record["checks"] = _verdicts_json(verdicts)
         setups = {"flashprefill": lambda _: call}
         aiter_parts = aiter_setup(case, rng, backend, library, modules, aiter, args.dry_run) if aiter else None
@@ -245,6 +300,12 @@ def expected_waves(case):
         return 2 * -(-case.longest // cases.QUANTIZE_BLOCK) * case.heads[0] * len(case.lengths)
     if case.form == "quantize_paged":  # a wave per (token, head): the prompt's tokens and a skipped one per sequence,
         return (sum(n + 1 for n, _ in case.lengths) + len(case.lengths)) * case.heads[1]  # then the decode step's
+    if case.form.startswith("merge_state"):  # one wave per workgroup of rows of one (batch, head)
+        pieces = case.dim_v // MERGE_PIECE_ELEMS
+        rows = (MERGE_LANES // pieces if pieces <= MERGE_LANES else 1) * MERGE_PASSES_PER_WORKGROUP
+        return -(-case.lengths[0][0] // rows) * case.heads[0] * len(case.lengths)
+    if case.form == "varlen_check":
+        return 1
     return None
 
 
@@ -287,6 +348,14 @@ def rocprof_lines(chosen, predicted=None):
         if case.name in (predicted or {}):
             counters = predicted[case.name][0]
             lines.append("#   the emulator, per dispatch: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    two_kernels = next((c for c in chosen if c.form in ("varlen", "paged", "varlen_check")), None)
+    if two_kernels is not None:
+        forward = cases.VARLEN_CHECK_FORWARD if two_kernels.form == "varlen_check" else two_kernels.kernel
+        lines.append(f"# A varlen or paged call is two dispatches, varlen_check then {forward}: the times above are "
+                     f"of both; their split ({two_kernels.name}):")
+        lines.append(f"rocprofv3 --kernel-trace --stats --kernel-include-regex '^(varlen_check|{forward})$' "
+                     f"-d rocprof/varlen_split -o trace -- python tools/mi355x_check.py --only {two_kernels.name} "
+                     f"--rounds 1 --launches 1 --no-aiter --out rocprof/varlen_split")
     lines += [
         "# Compare with the emulator (tools/gfx950_emu, RunStats.instructions of the same kernel on a small shape, the",
         "# counts per wave scale with the KV tiles each wave visits): SQ_INSTS_MFMA with the v_mfma* count,",
@@ -321,6 +390,9 @@ def markdown(records, backend):
         tflops = _number(ours["tflops"], ".1f") if ours and r["flops"] else ""
         rows.append(f"| {r['case']} | {r['kernel']} | {check} | {worst} | {_ms(ours)} | {tflops} | {_ms(theirs)} | "
                     f"{_number(r.get('ours_over_aiter'), '.3g')} |")
+    if any(r["form"] in ("varlen", "paged", "varlen_check") for r in records):
+        rows += ["", "Times of varlen, paged and varlen_check cases are of the library call: the check kernel "
+                 "(varlen_check) and the forward kernel; rocprofv3 splits them (the printed lines)."]
     return "\n".join(rows) + "\n"
 
 
@@ -330,7 +402,6 @@ def main(argv=None):
         chosen = select(cases.all_cases(), args.only, args.max_seqlen)
         backend = device.detect(args.device, args.dry_run)
         if args.dry_run:
-            from mi355x_standins import StandIns
             library = StandIns()
         else:
             import flashprefill as library

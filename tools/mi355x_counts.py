@@ -3,7 +3,8 @@ tools/mi355x_check.py --emulator-counts runs the built code object (build/gfx950
 case's shape and sums RunStats.instructions (per wave, over all waves, as the SQ counts) by the counter that counts
 them. Emulator and hardware agree on the instruction stream of a deterministic kernel (no data-dependent branch
 but the causal tile count, which the shape fixes), so a mismatch means the hardware ran other code or other trip
-counts. Small shapes only: the emulator takes seconds per workgroup.
+counts. Small shapes only: the emulator takes seconds per workgroup. Equal-length cases only, one dispatch a call: a
+varlen or paged call is two (varlen_check, then the forward kernel), which the printed rocprofv3 lines filter by name.
 """
 import pathlib
 import sys

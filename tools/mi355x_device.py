@@ -29,6 +29,7 @@ class Torch:
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
         self.clock = torch.cuda
+        self.library = "hip" if getattr(torch.version, "hip", None) else "cuda"  # flashprefill's, for _lib.lib
         self.arch = _arch(getattr(torch.cuda.get_device_properties(device), "gcnArchName", ""))
 
     def to_device(self, x):
@@ -86,6 +87,7 @@ class Cupy:
 
     def __init__(self, cupy, device):
         self.cupy, self.device = cupy, device
+        self.library = "hip" if cupy.cuda.runtime.is_hip else "cuda"
         cupy.cuda.Device(device).use()
         self.arch = _arch(cupy.cuda.runtime.getDeviceProperties(device).get("gcnArchName", ""))
 
@@ -116,6 +118,7 @@ class Host:
     clock = HostClock
     arch = GFX950
     device = 0
+    library = "hip"
 
     def to_device(self, x):
         return np.array(x, copy=True)

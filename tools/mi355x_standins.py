@@ -1,16 +1,20 @@
 """numpy stand-ins of the library calls tools/mi355x_check.py makes, for its --dry-run: the same names and arguments
-as flashprefill.attention, attention_varlen, quantize_fp8 and quantize_paged, reading their inputs as the ABI defines
-them (equal
-batches; packed rows at cu_seqlens; paged caches through block_table and seqused_k; descale factors (batch,
-heads_kv) or BlockScales) and writing into the poisoned outputs the check passes. Each computes what the judgement
-compares against (bf16: bf16_floor with the reference's lse; fp8: the fp8 model rounded to bf16; the quantizer's
-numpy model), so a dry run passes exactly when the plumbing (inputs, layouts, outputs, judgement, timing, report)
-is right. It says nothing about the kernels.
+as flashprefill.attention, attention_varlen, varlen_workspace_bytes, quantize_fp8, quantize_paged and merge_state,
+and flashprefill_workspace_error's reading, taking their inputs as the ABI defines them (equal batches; packed rows at
+cu_seqlens; paged caches through block_table and seqused_k; descale factors (batch, heads_kv) or BlockScales) and
+writing into the poisoned outputs the check passes. Each computes what the judgement compares against (bf16:
+bf16_floor with the reference's lse; fp8: the fp8 model rounded to bf16; the quantizer's numpy model; the float64
+merge rounded; the rule's verdict on a varlen call's arrays, out and lse NaN at fault), so a dry run passes exactly
+when the plumbing (inputs, layouts, outputs, judgement, timing, report) is right. It says nothing about the kernels.
 """
 import numpy as np
 
-from flashprefill import BlockScales, fp8, paged, prepare
-from mi355x_cases import Sequence, models, token_scales
+from flashprefill import BlockScales, fp8, paged, prepare, reference
+from mi355x_cases import Sequence, token_scales
+from mi355x_judge import models
+from varlen_verdict import OK, call_arrays, model_verdict
+
+HEADER_INT32 = 4  # the workspace's verdict: error, sequence, value, tiles
 
 
 def _descale(value):
@@ -71,18 +75,38 @@ class StandIns:
 
     def attention_varlen(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                          block_table=None, causal=True, q_descale=None, k_descale=None, v_descale=None, out=None,
-                         return_lse=False):
+                         return_lse=False, lse=None, workspace=None):
         arguments = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, q_descale, k_descale, v_descale,
-                     out, causal)
+                     out, lse, workspace, causal, max_seqlen_q, max_seqlen_k)
         lse = self._once(arguments, lambda: self._attention_varlen(
-            q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, causal, (q_descale, k_descale, v_descale),
-            out))
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, causal,
+            (q_descale, k_descale, v_descale), out, lse, workspace))
         return (out, lse) if return_lse else out
 
     @staticmethod
-    def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, causal, descales, out):
+    def varlen_workspace_bytes(q, k, v, cu_seqlens_q, *args, **kwargs):
+        return 4 * HEADER_INT32  # the verdict alone: the stand-in keeps no copies nor work list
+
+    @staticmethod
+    def workspace_error(workspace):
+        """(code, message) as flashprefill_workspace_error gives them, from the header the stand-in wrote."""
+        error, sequence, value, _ = (int(x) for x in np.asarray(workspace)[:4 * HEADER_INT32].view(np.int32))
+        return error, "valid" if error == OK else f"fault {error}: sequence {sequence}, value {value}"
+
+    @staticmethod
+    def _attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table,
+                          causal, descales, out, lse, workspace):
+        """The rule's verdict into the workspace (where given): at fault out and lse all NaN, else each sequence's."""
+        verdict = model_verdict(call_arrays(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k,
+                                            block_table))
+        if workspace is not None:
+            workspace[:4 * HEADER_INT32].view(np.int32)[:] = verdict
         hq, hkv = q.shape[1], k.shape[-2]
-        lse = np.full((hq, q.shape[0]), np.nan, np.float32)
+        if lse is None:
+            lse = np.full((hq, q.shape[0]), np.nan, np.float32)
+        if verdict[0] != OK:
+            out[...], lse[...] = np.nan, np.nan
+            return lse
         for b in range(len(cu_seqlens_q) - 1):
             rows = slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]))
             if block_table is not None:  # key j of sequence b: page block_table[b, j // page_size]
@@ -121,3 +145,11 @@ class StandIns:
         codes_cache[...] = model_codes.view(codes_cache.dtype)
         exponents[...] = model_exponents
 
+    @staticmethod
+    def merge_state(out_a, lse_a, out_b, lse_b, out=None, lse_out=None):
+        """The float64 merge rounded to out's dtype and float32."""
+        merged, merged_lse = reference.merge_state_reference(*(np.asarray(x).astype(np.float64)
+                                                               for x in (out_a, lse_a, out_b, lse_b)))
+        out[...] = merged.astype(np.float32).astype(out.dtype)
+        lse_out[...] = merged_lse
+        return out, lse_out
