@@ -52,11 +52,13 @@ def _packed(rng, cu, lengths, heads, dim, make):
     return x
 
 
-def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None):
-    """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`; out (total_q, heads_q,
-    dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages,
-    page_size, heads_kv, dim) and cu_k None. root: the tree whose build/gfx950 holds the code object (the
-    calling module's ROOT, which tools/gfx950_mutate.py points at a mutant's)."""
+def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None,
+         q_signs=None):
+    """Kernel `name` on packed q, k, v (1 or 2 bytes per element; q bf16 against fp8 k and v: the kernel rounds it)
+    under schedule `seed`; out (total_q, heads_q, dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table,
+    page_size), k and v then caches (pages, page_size, heads_kv, dim) and cu_k None. descales: q's, k's and v's
+    factors (None: none). q_signs: a bf16 q's rotation signs. root: the tree whose build/gfx950 holds the code object
+    (the calling module's ROOT, which tools/gfx950_mutate.py points at a mutant's)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     total_q, dim_qk = q.shape[0], q.shape[2]
@@ -79,7 +81,12 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
         a.page_size_log2 = page_size.bit_length() - 1
         a.k_page_stride, a.v_page_stride = (x[0].nbytes for x in (k, v))
     a.out_stride_seq, a.out_stride_head = HEADS_Q * DIM_V * 2, DIM_V * 2
+    a.q_bf16 = int(q.dtype.itemsize == 2 and k.dtype.itemsize == 1)
+    if q_signs is not None:
+        a.q_rotation_signs = mem.alloc_array(np.ascontiguousarray(q_signs, np.float32))
     for n, d in zip("qkv", descales or ()):
+        if d is None:
+            continue
         setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))
         setattr(a, f"{n}_descale_stride_batch", HEADS_KV)
         setattr(a, f"{n}_descale_stride_head", 1)
