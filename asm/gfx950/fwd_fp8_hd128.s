@@ -33,7 +33,8 @@
 .set v_ones, 232        // v[232:239] A = 32 x 64 e4m3 ones, for the row sums of P
 .set v_sum, 240         // v[240:255] D = the last P's row sums (every register: this lane's query's sum)
 .set v_end, 256
-// setup only, a bf16 q's (fwd_q_from_bf16.inc): S's and P's registers past tile 1's fill (v_s .. v_s + 7), O's, K's and V's
+// setup only, a bf16 q's (fwd_q_from_bf16.inc): S's and P's registers past tile 1's fill (v_s .. v_s + 7), O's,
+// K's and V's
 .set v_q_bf16, v_s + 8  // v[112:143] this lane's 64 bf16 of its query
 .set v_q_y, v_o         // v[144:207] its 64 float32, rotated
 .set v_q_z, v_k         // v[40:103]  the signs, then the butterflies' other array
