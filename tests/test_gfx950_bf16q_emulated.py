@@ -20,6 +20,7 @@ import pytest
 import markers
 import varlen_cases as vc
 from flashprefill import fp8, prepare, reference
+from test_gfx950_kernel_emulated import ROOT
 from test_gfx950_paged_emulated import _block_table, _paged
 from test_gfx950_varlen_emulated import (DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES, _check_untouched, _layout,
                                          _rows, _run, _sequence_reference)
@@ -122,7 +123,7 @@ def test_bf16_q_varlen(rotate):
     signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
     (k8, kd, kx), (v8, vd, vx) = _kv(rng, cu_k)
     out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
-                         True, seed, descales=(None, kd, vd), q_signs=signs)
+                         True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
     _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), True)
 
@@ -141,6 +142,6 @@ def test_bf16_q_paged():
     k_cache, v_cache = (_paged(x, cu_k, table, page_size, pages, 0x7F, pad) for x, pad in ((k8, 0), (v8, 1)))
     out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k_cache, v_cache)), cu_q,
                          None, seqused_k, False, seed, descales=(None, kd, vd), pages=(table, page_size),
-                         q_signs=signs)
+                         root=ROOT, q_signs=signs)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
     _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), False)
