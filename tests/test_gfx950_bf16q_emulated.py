@@ -49,7 +49,8 @@ def _bf16_q(rng, cu_q):
 def q_codes_model(q, cu_q, signs):
     """The codes (uint8, q's shape) and q's descale 2^e (float64 (rows, heads)) the kernel makes of the bf16 q."""
     x = q.astype(np.float32)
-    y = prepare.transform(x[None], signs)[0] if signs is not None else x
+    with np.errstate(invalid="ignore"):  # inf - inf, 0 inf: NaN, as in the kernel
+        y = prepare.transform(x[None], signs)[0] if signs is not None else x
     codes = np.full(q.shape, 0x7F, np.uint8)
     scales = np.ones(q.shape[:2])
     for b, (sq, _) in enumerate(SEQUENCES):
@@ -60,34 +61,46 @@ def q_codes_model(q, cu_q, signs):
             fraction, power = np.frexp(amax.astype(np.float64))
             e = np.where(amax > 0, power - 9 + (fraction > 0.875), MIN_EXPONENT)  # 448 = 0.875 2^9
             e = np.maximum(e, MIN_EXPONENT)
-            codes[rows] = fp8.e4m3_encode(y[rows] * np.exp2(-e).astype(np.float32)[None, :, None])
+            with np.errstate(invalid="ignore"):
+                codes[rows] = fp8.e4m3_encode(y[rows] * np.exp2(-e).astype(np.float32)[None, :, None])
             scales[rows] = np.exp2(e)[None, :]
     return codes, scales
 
 
-def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal):
+def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal, planted=None):
     """Every sequence against the fp8 model and float64 attention of the values the kernel used; k, v: (codes packed
-    by cu_k, factors (batch, HEADS_KV), float64 values, cu_k)."""
+    by cu_k, factors (batch, HEADS_KV), float64 values, cu_k). planted: None, or bool (rows, heads) of the q rows
+    holding inf or NaN, whose out and lse must be NaN (the NaN rule), the others checked as above."""
     (k8, kd, kx, cu_k), (v8, vd, vx, _) = k, v
+    end = int(cu_q[-1])
+    keep = np.ones((end, HEADS_Q), bool) if planted is None else ~planted[:end]
+    if planted is not None:
+        out_rows = out_bits[:end].view(ml_dtypes.bfloat16).astype(np.float64)
+        assert np.isnan(out_rows[~keep]).all(), f"seed {seed}: a row of inf or NaN q not NaN"
+        assert not np.isfinite(lse[:, :end].T[~keep]).any(), f"seed {seed}: lse of a row of inf or NaN q finite"
+        out_bits, lse = out_bits.copy(), lse.copy()
+        out_bits[:end][~keep], lse[:, :end].T[~keep] = 0, 0  # stand-ins, left out below
     out = _check_untouched(seed, out_bits, lse, cu_q)
     q_used = fp8.e4m3_decode(q_codes).astype(np.float64) * q_scales[..., None]
     for b, (sq, sk) in enumerate(SEQUENCES):
         if sq == 0:
             continue  # no row of out or lse is the sequence's
         rows_q, rows_k = _rows(cu_q, b, sq), _rows(cu_k, b, sk)
+        kept = keep[rows_q]
         ref, _ = _sequence_reference(q_used[rows_q], kx[rows_k], vx[rows_k], causal)
         model, model_lse = fp8.attention_fp8_model(q_codes[rows_q][None], k8[rows_k][None], v8[rows_k][None],
                                                    q_scales[rows_q][None], kd[b:b + 1], vd[b:b + 1], causal=causal,
                                                    kv_tile=64, return_lse=True)
-        verdict = lse_verdict(lse[:, rows_q], model_lse[0])
+        verdict = lse_verdict(lse[:, rows_q].T[kept], model_lse[0].T[kept])
         assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
-        for verdict in fp8_verdicts(out[rows_q], model[0], ref):
+        for verdict in fp8_verdicts(out[rows_q][kept], model[0][kept], ref[kept]):
             assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
         if sk == 0:
             assert (out[rows_q] == 0).all(), f"seed {seed}: sequence {b} sees no key: out 0"
             continue
-        floor = reference.relative_l2(vc.p_rounding_floor(q_used[rows_q], kx[rows_k], vx[rows_k], causal), ref)
-        error = reference.relative_l2(out[rows_q], ref)
+        floor = vc.p_rounding_floor(q_used[rows_q], kx[rows_k], vx[rows_k], causal)
+        floor = reference.relative_l2(floor[kept], ref[kept])
+        error = reference.relative_l2(out[rows_q][kept], ref[kept])
         assert error <= BOUND_OVER_FLOOR * floor, \
             f"seed {seed}: sequence {b}: {error:.3e} > {BOUND_OVER_FLOOR}x the rounding floor {floor:.3e}"
 
@@ -145,3 +158,25 @@ def test_bf16_q_paged():
                          root=ROOT, q_signs=signs)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
     _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), False)
+
+
+@pytest.mark.parametrize("rotate", [False, True], ids=["plain", "rotated"])
+def test_bf16_q_inf_and_nan(rotate):
+    """An inf and a (signaling) NaN in q, in the outlier's wave and another: their rows' out and lse NaN (rotated, the
+    inf reaches every dim of its row); the other rows of those waves rounded at the largest finite |y| (the model's),
+    as every other row."""
+    seed = int(RNG.integers(1 << 31))
+    rng = np.random.default_rng(seed)
+    cu_q, cu_k, _ = _layout(False)
+    q = _bf16_q(rng, cu_q)
+    planted = np.zeros(q.shape[:2], bool)
+    for row, head, dim, bits in ((cu_q[4] + 110, 0, 5, 0x7F80), (cu_q[4] + 20, 1, 77, 0x7F81)):  # inf, sNaN
+        q[row, head, dim] = np.uint16(bits).view(ml_dtypes.bfloat16)
+        planted[row, head] = True
+    signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
+    (k8, kd, kx), (v8, vd, vx) = _kv(rng, cu_k)
+    out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
+                         True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
+    q_codes, q_scales = q_codes_model(q, cu_q, signs)
+    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), True,
+                     planted)
