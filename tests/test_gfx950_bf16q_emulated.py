@@ -1,7 +1,7 @@
 """A bf16 q against fp8 k and v in the gfx950 fp8 kernel (fwd_fp8_hd128 with karg_q_bf16:
 asm/gfx950/fwd_q_from_bf16.inc), run in the functional emulator on the varlen sequences of tests/test_gfx950_varlen_emulated.py (lengths that are no
-multiple of a wave's 32 rows or a workgroup's 256, no queries, no keys, more queries than keys) and once on a paged
-cache. The kernel rounds each wave's 32 rows itself, rotated first where signs are given; q_codes_model is what it
+multiple of a wave's 32 rows or a workgroup's 256, no queries, no keys, more queries than keys), packed and on a paged
+cache (k and v with per-head factors, or per-page exponents). The kernel rounds each wave's 32 rows itself, rotated first where signs are given; q_codes_model is what it
 computes: y = prepare.transform(x, signs) (or x), per wave of 32 rows from the sequence's first (the last rows
 clamped into it) and head e = max(-126, the smallest integer with max |y| <= 448 2^e over the finite |y|), codes =
 e4m3(y / 2^e). q, k and v are drawn as the Hopper test's (channels of uneven size in q and k), q with one outlier row
@@ -21,9 +21,9 @@ import markers
 import varlen_cases as vc
 from flashprefill import fp8, prepare, reference
 from test_gfx950_kernel_emulated import ROOT
-from test_gfx950_paged_emulated import _block_table, _paged
-from test_gfx950_varlen_emulated import (DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES, _check_untouched, _layout,
-                                         _rows, _run, _sequence_reference)
+from test_gfx950_paged_emulated import _block_table, _page_exponents, _paged
+from test_gfx950_varlen_emulated import (BLOCK_TOKENS, DIM_V, HEADS_KV, HEADS_Q, PAD_ROWS, RNG, SEQUENCES,
+                                         _check_untouched, _layout, _rows, _run, _sequence_reference)
 from gfx950_bounds import fp8_verdicts, lse_verdict  # tools/, on sys.path from there
 
 pytestmark = [pytest.mark.emulator, markers.needs_llvm22]
@@ -69,9 +69,9 @@ def q_codes_model(q, cu_q, signs):
 
 def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal, planted=None):
     """Every sequence against the fp8 model and float64 attention of the values the kernel used; k, v: (codes packed
-    by cu_k, factors (batch, HEADS_KV), float64 values, cu_k). planted: None, or bool (rows, heads) of the q rows
+    by cu_k, the model's descale of sequence b: scales(b, seqlen), float64 values, cu_k). planted: None, or bool (rows, heads) of the q rows
     holding inf or NaN, whose out and lse must be NaN (the NaN rule), the others checked as above."""
-    (k8, kd, kx, cu_k), (v8, vd, vx, _) = k, v
+    (k8, k_scales, kx, cu_k), (v8, v_scales, vx, _) = k, v
     end = int(cu_q[-1])
     keep = np.ones((end, HEADS_Q), bool) if planted is None else ~planted[:end]
     if planted is not None:
@@ -89,7 +89,8 @@ def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal,
         kept = keep[rows_q]
         ref, _ = _sequence_reference(q_used[rows_q], kx[rows_k], vx[rows_k], causal)
         model, model_lse = fp8.attention_fp8_model(q_codes[rows_q][None], k8[rows_k][None], v8[rows_k][None],
-                                                   q_scales[rows_q][None], kd[b:b + 1], vd[b:b + 1], causal=causal,
+                                                   q_scales[rows_q][None], k_scales(b, sk), v_scales(b, sk),
+                                                   causal=causal,
                                                    kv_tile=64, return_lse=True)
         verdict = lse_verdict(lse[:, rows_q].T[kept], model_lse[0].T[kept])
         assert verdict.ok, f"seed {seed}: sequence {b}: {verdict.detail}"
@@ -105,25 +106,37 @@ def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal,
             f"seed {seed}: sequence {b}: {error:.3e} > {BOUND_OVER_FLOOR}x the rounding floor {floor:.3e}"
 
 
-def _fp8(rng, cu_k, channels):
-    """e4m3 codes packed by cu_k (NaN codes outside the sequences' keys) of N(0, 1) times `channels`, one factor per
-    (sequence, kv head) (float32 (batch, HEADS_KV)), and the float64 values they stand for."""
+def _fp8(rng, cu_k, channels, per_block=False):
+    """e4m3 codes packed by cu_k (NaN codes outside the sequences' keys) of N(0, 1) times `channels`, their descale
+    (float32 factors (batch, HEADS_KV), or per_block int8 exponents (batch, HEADS_KV, blocks of BLOCK_TOKENS from
+    each sequence's first key)), the model's descale of sequence b (scales(b, seqlen)) and the float64 values."""
     codes = np.full((int(cu_k[-1]) + PAD_ROWS, HEADS_KV, len(channels)), 0x7F, np.uint8)
     values = np.full(codes.shape, np.nan)
     factors = np.ones((len(SEQUENCES), HEADS_KV), np.float32)
+    exponents = np.zeros((len(SEQUENCES), HEADS_KV, -(-max(sk for _, sk in SEQUENCES) // BLOCK_TOKENS)), np.int8)
     for b, (_, sk) in enumerate(SEQUENCES):
         if sk == 0:
             continue
         x = rng.standard_normal((sk, HEADS_KV, len(channels))) * channels
-        factors[b] = np.abs(x).max(axis=(0, 2)) / fp8.E4M3_MAX
-        codes[_rows(cu_k, b, sk)] = fp8.e4m3_encode(x / factors[b][None, :, None])
-        values[_rows(cu_k, b, sk)] = fp8.e4m3_decode(codes[_rows(cu_k, b, sk)]) * factors[b][None, :, None]
-    return codes, factors, values
+        rows = _rows(cu_k, b, sk)
+        if per_block:
+            c, e = fp8.quantize_blocks(x[None], BLOCK_TOKENS)
+            codes[rows], exponents[b, :, :e.shape[2]] = c[0], e[0]
+            values[rows] = fp8.dequantize_blocks(c, e, BLOCK_TOKENS)[0]
+        else:
+            factors[b] = np.abs(x).max(axis=(0, 2)) / fp8.E4M3_MAX
+            codes[rows] = fp8.e4m3_encode(x / factors[b][None, :, None])
+            values[rows] = fp8.e4m3_decode(codes[rows]) * factors[b][None, :, None]
+    if per_block:
+        return codes, exponents, lambda b, n: fp8.block_scales(exponents[b:b + 1], n, BLOCK_TOKENS), values
+    return codes, factors, lambda b, n: factors[b:b + 1], values
 
 
-def _kv(rng, cu_k):
-    """fp8 k (channel sizes 2^U(-2, 2)) and v (N(0, 1)) as the Hopper test's: (codes, factors, values) each."""
-    return _fp8(rng, cu_k, np.exp2(rng.uniform(-2, 2, DIM))), _fp8(rng, cu_k, np.ones(DIM_V))
+def _kv(rng, cu_k, per_block=False):
+    """fp8 k (channel sizes 2^U(-2, 2)) and v (N(0, 1)) as the Hopper test's: _fp8's (codes, descale, scales, values)
+    each."""
+    return (_fp8(rng, cu_k, np.exp2(rng.uniform(-2, 2, DIM)), per_block),
+            _fp8(rng, cu_k, np.ones(DIM_V), per_block))
 
 
 @pytest.mark.parametrize("rotate", [False, True], ids=["plain", "rotated"])
@@ -134,30 +147,35 @@ def test_bf16_q_varlen(rotate):
     cu_q, cu_k, _ = _layout(False)
     q = _bf16_q(rng, cu_q)
     signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
-    (k8, kd, kx), (v8, vd, vx) = _kv(rng, cu_k)
+    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k)
     out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
                          True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
-    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), True)
+    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k), (v8, v_scales, vx, cu_k),
+                     True)
 
 
-def test_bf16_q_paged():
-    """Full attention on a paged cache of 16-token pages (tests/test_gfx950_paged_emulated.py's), q rotated."""
+@pytest.mark.parametrize("page_size, descale", [(16, "per_head"), (BLOCK_TOKENS, "per_block")])
+def test_bf16_q_paged(page_size, descale):
+    """Full attention on a paged cache (tests/test_gfx950_paged_emulated.py's), q rotated; k and v with factors per
+    (sequence, kv head) on pages of 16 tokens, or with exponents one per page of 64 (an engine's fp8 cache)."""
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
     cu_q, cu_k, _ = _layout(False)
     seqused_k = np.array([sk for _, sk in SEQUENCES], np.int32)
-    page_size = 16
     table, pages = _block_table(rng, page_size)
     q = _bf16_q(rng, cu_q)
     signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32)
-    (k8, kd, kx), (v8, vd, vx) = _kv(rng, cu_k)
+    per_block = descale == "per_block"
+    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k, per_block)
     k_cache, v_cache = (_paged(x, cu_k, table, page_size, pages, 0x7F, pad) for x, pad in ((k8, 0), (v8, 1)))
+    descales = dict(blocks=(None, *(_page_exponents(e, table, pages) for e in (kd, vd)))) if per_block else \
+        dict(descales=(None, kd, vd))
     out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k_cache, v_cache)), cu_q,
-                         None, seqused_k, False, seed, descales=(None, kd, vd), pages=(table, page_size),
-                         root=ROOT, q_signs=signs)
+                         None, seqused_k, False, seed, pages=(table, page_size), root=ROOT, q_signs=signs, **descales)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
-    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), False)
+    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k),
+                     (v8, v_scales, vx, cu_k), False)
 
 
 @pytest.mark.parametrize("rotate", [False, True], ids=["plain", "rotated"])
@@ -174,9 +192,10 @@ def test_bf16_q_inf_and_nan(rotate):
         q[row, head, dim] = np.uint16(bits).view(ml_dtypes.bfloat16)
         planted[row, head] = True
     signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
-    (k8, kd, kx), (v8, vd, vx) = _kv(rng, cu_k)
+    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k)
     out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
                          True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
     q_codes, q_scales = q_codes_model(q, cu_q, signs)
-    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, kd, kx, cu_k), (v8, vd, vx, cu_k), True,
+    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k), (v8, v_scales, vx, cu_k),
+                     True,
                      planted)

@@ -57,7 +57,7 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
     """Kernel `name` on packed q, k, v (1 or 2 bytes per element; q bf16 against fp8 k and v: the kernel rounds it)
     under schedule `seed`; out (total_q, heads_q, dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table,
     page_size), k and v then caches (pages, page_size, heads_kv, dim) and cu_k None. descales: q's, k's and v's
-    factors (None: none). q_signs: a bf16 q's rotation signs. root: the tree whose build/gfx950 holds the code object
+    factors, blocks: their exponents (None: none). q_signs: a bf16 q's rotation signs. root: the tree whose build/gfx950 holds the code object
     (the calling module's ROOT, which tools/gfx950_mutate.py points at a mutant's)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
@@ -92,6 +92,8 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
         setattr(a, f"{n}_descale_stride_head", 1)
     if blocks is not None:
         for n, e in zip("qkv", blocks):
+            if e is None:
+                continue
             setattr(a, f"{n}_exponents", mem.alloc_array(np.ascontiguousarray(e, np.int8)))
             setattr(a, f"{n}_block_tokens", BLOCK_TOKENS)
             setattr(a, f"{n}_blocks_per_head", e.shape[2])
