@@ -1,8 +1,9 @@
 """A bf16 q against fp8 k and v in the gfx950 fp8 kernel (fwd_fp8_hd128 with karg_q_bf16:
-asm/gfx950/fwd_q_from_bf16.inc), run in the functional emulator on the varlen sequences of tests/test_gfx950_varlen_emulated.py (lengths that are no
-multiple of a wave's 32 rows or a workgroup's 256, no queries, no keys, more queries than keys), packed and on a paged
-cache (k and v with per-head factors, or per-page exponents). The kernel rounds each wave's 32 rows itself, rotated first where signs are given; q_codes_model is what it
-computes: y = prepare.transform(x, signs) (or x), per wave of 32 rows from the sequence's first (the last rows
+asm/gfx950/fwd_q_from_bf16.inc), run in the functional emulator on the varlen sequences of
+tests/test_gfx950_varlen_emulated.py (lengths that are no multiple of a wave's 32 rows or a workgroup's 256, no
+queries, no keys, more queries than keys), packed and on a paged cache (k and v with per-head factors, or per-page
+exponents). The kernel rounds each wave's 32 rows itself, rotated first where signs are given; q_codes_model is what
+it computes: y = prepare.transform(x, signs) (or x), per wave of 32 rows from the sequence's first (the last rows
 clamped into it) and head e = max(-126, the smallest integer with max |y| <= 448 2^e over the finite |y|), codes =
 e4m3(y / 2^e). q, k and v are drawn as the Hopper test's (channels of uneven size in q and k), q with one outlier row
 (2^10 times the others) in one wave, so that the waves' exponents differ (a model of one exponent per 64 rows fails);
