@@ -50,6 +50,11 @@ typedef struct fp_gfx950_fwd_kernarg {
     uint64_t block_table;
     int32_t block_table_stride, page_size_log2;
     uint32_t k_page_stride, v_page_stride;
+    /* A bf16 q (q_bf16 1; fwd_fp8_hd128, varlen and paged calls): q's strides in bytes of its bf16 rows, q_descale 0;
+       the kernel rounds each wave's 32 rows to e4m3 itself, first rotated by the dim_qk float signs (+1 / -1) at
+       q_rotation_signs where not 0 (asm/gfx950/fwd_q_from_bf16.inc). */
+    uint64_t q_rotation_signs;
+    int32_t q_bf16;
 } fp_gfx950_fwd_kernarg;
 
 #endif /* FLASHPREFILL_GFX950_FWD_KERNARG_H */

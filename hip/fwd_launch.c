@@ -21,6 +21,12 @@ static int fits_u32(int64_t bytes) { return bytes >= 0 && bytes <= (int64_t)UINT
 
 static int is_power_of_two(int32_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
+/* Bytes of one element of q: bf16 where an fp8 kernel rounds a bf16 q itself (q_dtype), else in_dtype's. */
+static int64_t q_elem_bytes(const flashprefill_params *p)
+{
+    return fp_dtype_bytes(p->q_dtype ? p->q_dtype : p->in_dtype);
+}
+
 /* A paged cache as the kernels read it: pages of a power of two rows (shift and mask), page strides and the table's
    entries before the last sequence's row in 32 bits; per-block descales of k and v one per page (block_tokens
    page_size, exponents (num_pages, heads_kv)). */
@@ -72,8 +78,8 @@ static flashprefill_status check_limits(const flashprefill_params *p)
     flashprefill_status s = check_varlen(p);
     if (s)
         return s;
-    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype);
-    const int64_t strides[8] = {p->q_stride_seq * elem, p->q_stride_head * elem, p->k_stride_seq * elem,
+    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype), q_elem = q_elem_bytes(p);
+    const int64_t strides[8] = {p->q_stride_seq * q_elem, p->q_stride_head * q_elem, p->k_stride_seq * elem,
                                 p->k_stride_head * elem, p->v_stride_seq * elem, p->v_stride_head * elem,
                                 p->out_stride_seq * out_elem, p->out_stride_head * out_elem};
     for (int i = 0; i < 8; ++i)
@@ -106,14 +112,14 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
     flashprefill_status s = fp_hip_load(&api, kernel, &fn);
     if (s)
         return s;
-    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype);
+    const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype), q_elem = q_elem_bytes(p);
     /* varlen: the batch strides unused (the kernel adds cu_seqlens' rows, or a paged cache's pages) */
     const int varlen = p->cu_seqlens_q != NULL, paged = varlen && p->block_table != NULL;
     fp_gfx950_fwd_kernarg a = {
         .q = (uint64_t)(uintptr_t)p->q, .k = (uint64_t)(uintptr_t)p->k, .v = (uint64_t)(uintptr_t)p->v,
         .out = (uint64_t)(uintptr_t)p->out, .lse = (uint64_t)(uintptr_t)p->lse,
-        .q_stride_seq = (uint32_t)(p->q_stride_seq * elem), .q_stride_head = (uint32_t)(p->q_stride_head * elem),
-        .q_stride_batch = varlen ? 0 : (uint64_t)(p->q_stride_batch * elem),
+        .q_stride_seq = (uint32_t)(p->q_stride_seq * q_elem), .q_stride_head = (uint32_t)(p->q_stride_head * q_elem),
+        .q_stride_batch = varlen ? 0 : (uint64_t)(p->q_stride_batch * q_elem),
         .k_stride_seq = (uint32_t)(p->k_stride_seq * elem), .k_stride_head = (uint32_t)(p->k_stride_head * elem),
         .k_stride_batch = varlen ? 0 : (uint64_t)(p->k_stride_batch * elem),
         .v_stride_seq = (uint32_t)(p->v_stride_seq * elem), .v_stride_head = (uint32_t)(p->v_stride_head * elem),
@@ -127,6 +133,7 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
         .lse_rows = (uint32_t)(varlen ? p->total_q : p->seqlen_q),
         .cu_seqlens_q = (uint64_t)(uintptr_t)p->cu_seqlens_q, .cu_seqlens_k = (uint64_t)(uintptr_t)p->cu_seqlens_k,
         .seqused_k = varlen ? (uint64_t)(uintptr_t)p->seqused_k : 0,
+        .q_rotation_signs = (uint64_t)(uintptr_t)p->q_rotation_signs, .q_bf16 = q_elem == 2 && elem == 1,
     };
     if (paged) {
         a.block_table = (uint64_t)(uintptr_t)p->block_table, a.block_table_stride = p->block_table_stride;
@@ -200,8 +207,10 @@ float fp_backend_q_code_max(const fp_kernel_entry *e)
 /* v as every tensor only: the kernels read V^T from LDS with transposing reads, so a prepared v has
    nothing to save here, and flashprefill_prepare_v is not part of this backend (quantize_launch.c). */
 #define V_LAYOUT_DEFAULT (1u << FLASHPREFILL_V_LAYOUT_DEFAULT)
-/* q in in_dtype only (the Hopper fp8 kernels also round a bf16 q themselves). */
+/* q in in_dtype; fwd_fp8_hd128 also rounds a bf16 q itself (varlen forms only: src/validate.c), as the Hopper fp8
+   kernels do at dim_qk 128. */
 #define Q_AS_IN_DTYPE(dtype) (1u << (dtype))
+#define Q_BF16 (1u << FLASHPREFILL_DTYPE_BF16)
 /* Every kernel takes equal-length batches, varlen batches and paged caches (the launcher's own limits aside). */
 #define ALL_FORMS (FP_FORM_BIT(FP_FORM_DENSE) | FP_FORM_BIT(FP_FORM_VARLEN) | FP_FORM_BIT(FP_FORM_PAGED))
 
@@ -216,7 +225,7 @@ const fp_kernel_entry fp_backend_kernels[] = {
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |
          FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_HEAD) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_BLOCK),
      KV_TILE_KEYS_FP8, FLASHPREFILL_PROBABILITIES_DEFAULT, FLASHPREFILL_SCORES_FP32, V_LAYOUT_DEFAULT, ALL_FORMS,
-     Q_AS_IN_DTYPE(FLASHPREFILL_DTYPE_FP8_E4M3), check_limits,
+     Q_AS_IN_DTYPE(FLASHPREFILL_DTYPE_FP8_E4M3) | Q_BF16, check_limits,
      launch_fwd_fp8_hd128},
     {"gfx950_fwd_fp8_qk192", FLASHPREFILL_DTYPE_FP8_E4M3, FLASHPREFILL_DTYPE_BF16, 192, 128,
      FP_DESCALE_BIT(FLASHPREFILL_DESCALE_NONE) | FP_DESCALE_BIT(FLASHPREFILL_DESCALE_PER_TENSOR) |

@@ -186,13 +186,14 @@ typedef struct flashprefill_params {
                                       list the check kernel writes; one call at a time on it */
     int64_t workspace_bytes;
 
-    /* From 0.10.0: q in bf16 against fp8 k and v (in_dtype FP8_E4M3, varlen and paged calls, dim_qk 128, Hopper):
-       the kernel rounds q to e4m3 itself while loading it, so that no pass over q precedes the call. Per row it
-       first rotates q when q_rotation_signs is set, y = H diag(signs) q with H the orthonormal Sylvester Hadamard
-       matrix (the rotation flashprefill_quantize gives k: q.k unchanged), in float32; then per group of 64 query
-       rows of a 128-row tile (rows past the sequence's end included) codes = e4m3(y / 2^e), e the smallest integer
-       with max |y| <= code_max 2^e (code_max: 448, or the FP16 scores' bound), and the scores' scale is multiplied
-       by 2^e. A q of inf or NaN makes its row NaN. q_descale must be NONE. */
+    /* From 0.10.0: q in bf16 against fp8 k and v (in_dtype FP8_E4M3, varlen and paged calls, dim_qk 128, Hopper and
+       gfx950): the kernel rounds q to e4m3 itself while loading it, so that no pass over q precedes the call. Per row
+       it first rotates q when q_rotation_signs is set, y = H diag(signs) q with H the orthonormal Sylvester Hadamard
+       matrix (the rotation flashprefill_quantize gives k: q.k unchanged), in float32; then per group of query rows
+       (Hopper: 64 rows of a 128-row tile, rows past the sequence's end included; gfx950: a wave's 32 rows from the
+       sequence's first, at least -126, inf and NaN not counted) codes = e4m3(y / 2^e), e the smallest integer with
+       max |y| <= code_max 2^e (code_max: 448, or the FP16 scores' bound), and the scores' scale is multiplied by
+       2^e. A q of inf or NaN makes its row NaN. q_descale must be NONE. */
     flashprefill_dtype q_dtype;       /* 0 (as _init() leaves it): in_dtype; or BF16 with in_dtype FP8_E4M3 */
     const float *q_rotation_signs;    /* NULL, or dim_qk floats of +1 or -1 (bf16 q only) */
 } flashprefill_params;

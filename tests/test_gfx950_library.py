@@ -93,6 +93,32 @@ def test_supports_hd128_bf16_and_fp8(lib):
     assert b"probabilities FP16" in lib.flashprefill_last_error()
 
 
+def _bf16_q(dim=128, paged=False, varlen=True):
+    """A bf16 q against fp8 k and v (q_dtype BF16, the rotation's signs given) with stand-in addresses."""
+    p = params(DType.FP8_E4M3, dim=dim, dim_v=128)
+    p.q_dtype, p.q_rotation_signs = DType.BF16, 0x7F6000000000
+    if varlen:
+        p.cu_seqlens_q, p.total_q = 0x7F4000000000, 400
+        p.workspace, p.workspace_bytes = 0x7F5000000000, 1 << 20
+        if paged:
+            p.block_table, p.block_table_stride, p.page_size, p.num_pages = 0x7F7000000000, 13, 16, 40
+            p.seqused_k, p.k_stride_batch, p.v_stride_batch = 0x7F4100000000, 16 * 2 * dim, 16 * 2 * 128
+        else:
+            p.cu_seqlens_k, p.total_k = 0x7F4200000000, 400
+    return p
+
+
+def test_bf16_q_against_fp8_k_v(lib):
+    """fwd_fp8_hd128 rounds a bf16 q itself in varlen and paged calls at dim_qk 128, as the Hopper kernels do; dim_qk
+    192 has no such kernel, and an equal-length call is not the header's form."""
+    assert lib.flashprefill_supports(ctypes.byref(_bf16_q())) == Status.SUCCESS
+    assert lib.flashprefill_supports(ctypes.byref(_bf16_q(paged=True))) == Status.SUCCESS
+    assert lib.flashprefill_supports(ctypes.byref(_bf16_q(dim=192))) == Status.ERROR_NOT_SUPPORTED
+    assert b"bf16 q" in lib.flashprefill_last_error()
+    assert lib.flashprefill_supports(ctypes.byref(_bf16_q(varlen=False))) == Status.ERROR_NOT_SUPPORTED
+    assert b"is a varlen form" in lib.flashprefill_last_error()
+
+
 def test_prepared_v_is_a_hopper_layout(lib):
     """v_layout PREPARED passes the shared validation but no gfx950 kernel reads it, and prepare_v refuses."""
     prepared = params(DType.FP8_E4M3)

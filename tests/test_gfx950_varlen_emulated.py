@@ -54,12 +54,14 @@ def _packed(rng, cu, lengths, heads, dim, make):
 
 
 def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, blocks=None, pages=None, root=None,
-         verdict=(0, 0, 0, 0)):
-    """Kernel `name` on packed q, k, v (1 or 2 bytes per element) under schedule `seed`, after the check of the arrays
-    (tests/gfx950_varlen_check.py), whose workspace header must read `verdict`; out (total_q, heads_q, dim_v) as
-    uint16 bits, lse (heads_q, total_q). pages: (block_table, page_size), k and v then caches (pages, page_size,
-    heads_kv, dim) and cu_k None. root: the tree whose build/gfx950 holds the code object (the calling module's ROOT,
-    which tools/gfx950_mutate.py points at a mutant's)."""
+         q_signs=None, verdict=(0, 0, 0, 0)):
+    """Kernel `name` on packed q, k, v (1 or 2 bytes per element; q bf16 against fp8 k and v: the kernel rounds it)
+    under schedule `seed`, after the check of the arrays (tests/gfx950_varlen_check.py), whose workspace header must
+    read `verdict`; out (total_q, heads_q, dim_v) as uint16 bits, lse (heads_q, total_q). pages: (block_table,
+    page_size), k and v then caches (pages, page_size, heads_kv, dim) and cu_k None. descales: q's, k's and v's
+    factors, blocks: their exponents (None: none). q_signs: a bf16 q's rotation signs. root: the tree whose
+    build/gfx950 holds the code object (the calling module's ROOT, which tools/gfx950_mutate.py points at a
+    mutant's)."""
     from gfx950_emu import GlobalMemory, load_code_object, run_kernel
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.FWD_CONTRACT)
     total_q, dim_qk = q.shape[0], q.shape[2]
@@ -82,12 +84,19 @@ def _run(name, q, k, v, cu_q, cu_k, seqused_k, causal, seed, descales=None, bloc
         a.page_size_log2 = page_size.bit_length() - 1
         a.k_page_stride, a.v_page_stride = (x[0].nbytes for x in (k, v))
     a.out_stride_seq, a.out_stride_head = HEADS_Q * DIM_V * 2, DIM_V * 2
+    a.q_bf16 = int(q.dtype.itemsize == 2 and k.dtype.itemsize == 1)
+    if q_signs is not None:
+        a.q_rotation_signs = mem.alloc_array(np.ascontiguousarray(q_signs, np.float32))
     for n, d in zip("qkv", descales or ()):
+        if d is None:
+            continue
         setattr(a, f"{n}_descale", mem.alloc_array(np.ascontiguousarray(d, np.float32).reshape(-1)))
         setattr(a, f"{n}_descale_stride_batch", HEADS_KV)
         setattr(a, f"{n}_descale_stride_head", 1)
     if blocks is not None:
         for n, e in zip("qkv", blocks):
+            if e is None:
+                continue
             setattr(a, f"{n}_exponents", mem.alloc_array(np.ascontiguousarray(e, np.int8)))
             setattr(a, f"{n}_block_tokens", BLOCK_TOKENS)
             setattr(a, f"{n}_blocks_per_head", e.shape[2])

@@ -78,6 +78,17 @@ def test_varlen_kernel_arguments(probe):
                                                                    HEADS_Q * DIM * 2)
     assert a.heads_per_kv == HEADS_Q // HEADS_KV and a.causal == 1
     assert a.block_table == 0
+    assert (a.q_bf16, a.q_rotation_signs) == (0, 0)
+
+
+def test_bf16_q_kernel_arguments(probe):
+    """A bf16 q against fp8 k and v: q's strides in bytes of bf16, k's and v's of fp8, the flag and the signs."""
+    status, error, _, kernarg, _ = probe("bf16q")
+    assert status == 0, error
+    a = kernargs.FwdKernarg.from_buffer_copy(kernarg)
+    assert (a.q_bf16, a.q_rotation_signs, a.q_descale) == (1, _address(11), 0)
+    assert (a.q_stride_seq, a.q_stride_head) == (HEADS_Q * DIM * 2, DIM * 2)
+    assert (a.k_stride_seq, a.v_stride_seq, a.k_stride_head) == (HEADS_KV * DIM, HEADS_KV * DIM, DIM)
 
 
 @pytest.mark.parametrize("page_size", [16, 64, 256])

@@ -1,5 +1,6 @@
 /* tests/test_gfx950_varlen_launch.py's probe: one varlen call (argv[1] "varlen", or "paged" with pages of argv[2]
- * tokens, and with argv[3] fp8 inputs with per-block descales of argv[3] tokens) of the gfx950 library's
+ * tokens, and with argv[3] fp8 inputs with per-block descales of argv[3] tokens, or "bf16q": a bf16 q, rotated, against
+ * fp8 k and v with cu_seqlens_k) of the gfx950 library's
  * flashprefill_forward with stand-in addresses, on tests/hip_stub.c as libamdhip64.so;
  * prints the status, the last error, the grid and kernel arguments (hex) of the last launch the stub recorded (the
  * forward kernel) and the kernel arguments of the one before it (the check of the arrays), one per line. The
@@ -37,6 +38,10 @@ int main(int argc, char **argv)
         const flashprefill_descale blocks = {FLASHPREFILL_DESCALE_PER_BLOCK, atoi(argv[3]), NULL,
                                              (const int8_t *)address(10)};
         p.q_descale = p.k_descale = p.v_descale = blocks;
+    }
+    if (strcmp(argv[1], "bf16q") == 0) {
+        p.in_dtype = FLASHPREFILL_DTYPE_FP8_E4M3, p.q_dtype = FLASHPREFILL_DTYPE_BF16;
+        p.q_rotation_signs = (const float *)address(11);
     }
     if (strcmp(argv[1], "paged") == 0 && argc >= 3) {
         p.page_size = atoi(argv[2]);

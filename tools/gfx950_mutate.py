@@ -4,9 +4,9 @@ output, which reassembles to the same code object) is removed, one instance at a
 shortened by one wait state; each mutant is rebuilt in a temporary directory and checked, cheapest first, by the
 hazard lint (tools/gfx950_lint.py), the static checks of tests/test_gfx950_static.py that take a kernel name, and
 small emulated runs (the test functions of tests/test_gfx950_kernel_emulated.py, test_gfx950_varlen_emulated.py,
-test_gfx950_paged_emulated.py, test_gfx950_quantize_emulated.py, test_gfx950_quantize_packed_emulated.py,
-test_gfx950_quantize_paged_emulated.py, test_gfx950_merge_state_emulated.py and test_gfx950_varlen_check_emulated.py,
-once per seed of --seeds, the emulator in whatever mode is its default).
+test_gfx950_paged_emulated.py, test_gfx950_bf16q_emulated.py, test_gfx950_quantize_emulated.py,
+test_gfx950_quantize_packed_emulated.py, test_gfx950_quantize_paged_emulated.py, test_gfx950_merge_state_emulated.py
+and test_gfx950_varlen_check_emulated.py, once per seed of --seeds, the emulator in whatever mode is its default).
 A mutant is killed by the first check that fails; the survivors are printed with the source line they expand from
 (file:line) and the score killed / total.
 
@@ -60,6 +60,7 @@ for _name in ("fwd_bf16_hd128", "fwd_bf16_qk192", "fwd_fp8_hd128", "fwd_fp8_qk19
     _descale = "per_block" if "fp8" in _name else None                                 # fp8's exponents by page
     EMULATED[_name].append(("test_gfx950_paged_emulated", "test_paged",
                             dict(name=_name, page_size=64, causal=True, descale=_descale)))
+EMULATED["fwd_fp8_hd128"].append(("test_gfx950_bf16q_emulated", "test_bf16_q_varlen", dict(rotate=True)))  # bf16 q
 for _dim in (32, 64, 96, 128, 160, 192, 224, 256):
     EMULATED[f"quantize_d{_dim}"] = [("test_gfx950_quantize_emulated", "test_bit_identical_to_the_model",
                                       dict(dim=_dim, dtype=dtype, mode="rotate_smooth"))

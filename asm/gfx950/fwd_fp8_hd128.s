@@ -1,7 +1,9 @@
 // fwd_fp8_hd128: causal (or full) attention forward, fp8 e4m3 (OCP) in, bf16 out, head dim 128, gfx950: the
-// register map of fwd_fp8.inc's kernel, with P's row sums by an MFMA of ones.
+// register map of fwd_fp8.inc's kernel, with P's row sums by an MFMA of ones; q in e4m3, or in bf16 rounded by the
+// kernel (fwd_q_from_bf16.inc) in its setup, in registers the tile loop has not yet taken.
 
 .set kRowSumsByMfma, 1
+.set kQFromBf16, 1
 .include "fwd_contract.inc"
 .include "fwd_frame.inc"
 .include "fwd_softmax.inc"
@@ -31,6 +33,15 @@
 .set v_ones, 232        // v[232:239] A = 32 x 64 e4m3 ones, for the row sums of P
 .set v_sum, 240         // v[240:255] D = the last P's row sums (every register: this lane's query's sum)
 .set v_end, 256
+// setup only, a bf16 q's (fwd_q_from_bf16.inc): S's and P's registers past tile 1's fill (v_s .. v_s + 7), O's,
+// K's and V's
+.set v_q_bf16, v_s + 8  // v[112:143] this lane's 64 bf16 of its query
+.set v_q_y, v_o         // v[144:207] its 64 float32, rotated
+.set v_q_z, v_k         // v[40:103]  the signs, then the butterflies' other array
+.if v_p != v_s + 32 || v_v != v_k + 32
+.error "v_q_bf16 and v_q_z span two regions each"
+.endif
+.include "fwd_q_from_bf16.inc"
 
 
 fwd_fp8_kernel fwd_fp8_hd128, 256, 58368

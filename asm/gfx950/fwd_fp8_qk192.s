@@ -6,6 +6,7 @@
 
 .set kHeadDimQk, 192
 .set kRowSumsByMfma, 0
+.set kQFromBf16, 0      // q in e4m3 only (the Hopper kernels too round a bf16 q at dim_qk 128 only)
 .include "fwd_contract.inc"
 .include "fwd_frame.inc"
 .include "fwd_softmax.inc"

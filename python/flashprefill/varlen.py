@@ -236,8 +236,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     contiguous or in a paged cache.
 
     q: (total_q, heads_q, dim_qk); k: (total_k, heads_kv, dim_qk); v: (total_k, heads_kv, dim_v); all bfloat16 or all
-    float8_e4m3fn device arrays, the last dim contiguous; or q bfloat16 against float8_e4m3fn k and v (Hopper,
-    dim_qk 128): the kernel rounds q to e4m3 itself, one power of two per 64 query rows, after rotating it by
+    float8_e4m3fn device arrays, the last dim contiguous; or q bfloat16 against float8_e4m3fn k and v (dim_qk 128):
+    the kernel rounds q to e4m3 itself, one power of two per 64 query rows (gfx950: 32), after rotating it by
     q_rotation_signs (float32 (dim_qk,) of +1 / -1, the signs k was rotated with: fp.quantize_fp8(k, signs=...))
     where given; q_descale must then be None. With block_table, k and v are caches (num_pages, page_size,
     heads_kv, dim_qk / dim_v), page_size a power of two, at least 16.

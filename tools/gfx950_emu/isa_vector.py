@@ -330,11 +330,12 @@ for _name, (_n, _fn) in _FLOAT_OPS.items():
 # ---- packed float32 (VOP3P): two float32 lanes per 64-bit register pair ---------------------------------
 def _packed_f32_op(nsrc, fn):
     """D.f32[0] = fn(sources' halves op_sel picks), D.f32[1] = fn(those op_sel_hi picks); op_sel[i] / op_sel_hi[i]
-    = 1 picks the high 32 bits of source i (defaults 0 / 1, as the assembler's). neg_lo / neg_hi are not
-    emulated (an error)."""
+    = 1 picks the high 32 bits of source i (defaults 0 / 1, as the assembler's); neg_lo[i] / neg_hi[i] = 1 negates
+    what source i gives D.f32[0] / D.f32[1] (its sign bit flipped, as the VOP3P NEG fields do: exact)."""
     def run(wave, ins, ctx):
         sel = ins.mods.get("op_sel", (0,) * nsrc)
         sel_hi = ins.mods.get("op_sel_hi", (1,) * nsrc)
+        neg = (ins.mods.get("neg_lo", (0,) * nsrc), ins.mods.get("neg_hi", (0,) * nsrc))
         halves = ([], [])
         for i in range(nsrc):
             op = ins.ops[1 + i]
@@ -345,8 +346,8 @@ def _packed_f32_op(nsrc, fn):
                      (x >> np.uint64(32)).astype(U32).view(np.float32)]
             if wave.flush_in:
                 parts = [flush_denormals(p) for p in parts]
-            halves[0].append(parts[sel[i]])
-            halves[1].append(parts[sel_hi[i]])
+            for half, pick in enumerate((sel[i], sel_hi[i])):
+                halves[half].append(-parts[pick] if neg[half][i] else parts[pick])
         with np.errstate(all="ignore"):
             result = [np.asarray(fn(*h), np.float32) for h in halves]
         if wave.flush_out:
@@ -357,7 +358,7 @@ def _packed_f32_op(nsrc, fn):
 
 for _name, (_n, _fn) in {"v_pk_add_f32": (2, np.add), "v_pk_mul_f32": (2, np.multiply),
                          "v_pk_fma_f32": (3, _fma)}.items():
-    semantics(_name, mods=("op_sel", "op_sel_hi"))(_packed_f32_op(_n, _fn))
+    semantics(_name, mods=("op_sel", "op_sel_hi", "neg_lo", "neg_hi"))(_packed_f32_op(_n, _fn))
 
 
 @semantics("v_fmac_f32")

@@ -153,6 +153,20 @@ def test_packed_f32_op_sel(tmp_path, rng):
     assert np.isnan(out[5]).all()  # y * y + NaN
 
 
+def test_packed_f32_neg(tmp_path, rng):
+    """neg_lo / neg_hi negate what a source gives the low / high result: one v_pk_add_f32 is a Hadamard butterfly
+    (a + b, a - b) of a pair, whichever halves the op_sels pick."""
+    x = rng.standard_normal(64).astype(np.float32)
+    y = rng.standard_normal(64).astype(np.float32)
+    body = LOAD_V2_V3 + """
+  v_pk_add_f32 v[10:11], v[2:3], v[2:3] op_sel:[0,1] op_sel_hi:[0,1] neg_hi:[0,1]
+  v_pk_add_f32 v[12:13], v[2:3], v[2:3] op_sel:[1,0] op_sel_hi:[0,1] neg_lo:[1,0] neg_hi:[0,1]
+""" + store_rows([f"v{i}" for i in range(10, 14)])
+    out, _ = run(tmp_path, body, np.zeros((4, 64), np.float32), (x, y))
+    for row, e in zip(out, [x + y, x - y, x - y, x - y]):
+        np.testing.assert_array_equal(row, e)
+
+
 def test_cvt_pk_f16_clamp_keeps_subnormals(tmp_path, rng):
     """v_cvt_pk_f16_f32: round to nearest even into float16, subnormals kept (FLOAT_DENORM_MODE_16_64 = 3, the
     default); clamp saturates to [0, 1] and turns NaN into 0 (DX10 clamp, the default): the exp-free code path."""
