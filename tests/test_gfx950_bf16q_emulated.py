@@ -70,8 +70,9 @@ def q_codes_model(q, cu_q, signs):
 
 def _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, k, v, causal, planted=None):
     """Every sequence against the fp8 model and float64 attention of the values the kernel used; k, v: (codes packed
-    by cu_k, the model's descale of sequence b: scales(b, seqlen), float64 values, cu_k). planted: None, or bool (rows, heads) of the q rows
-    holding inf or NaN, whose out and lse must be NaN (the NaN rule), the others checked as above."""
+    by cu_k, the model's descale of sequence b: scales(b, seqlen), float64 values, cu_k). planted: None, or bool
+    (rows, heads) of the q rows holding inf or NaN, whose out and lse must be NaN (the NaN rule), the others checked as
+    above."""
     (k8, k_scales, kx, cu_k), (v8, v_scales, vx, _) = k, v
     end = int(cu_q[-1])
     keep = np.ones((end, HEADS_Q), bool) if planted is None else ~planted[:end]
@@ -140,6 +141,18 @@ def _kv(rng, cu_k, per_block=False):
             _fp8(rng, cu_k, np.ones(DIM_V), per_block))
 
 
+def _causal_varlen(rng, seed, q, cu_q, cu_k, rotate, planted=None):
+    """q (bf16) against fp8 k and v (_kv) by cu_seqlens_k, causal, rotated or not: run after the check of the arrays
+    and held to the model (planted: the rows holding an inf or NaN)."""
+    signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
+    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k)
+    out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
+                         True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
+    q_codes, q_scales = q_codes_model(q, cu_q, signs)
+    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k), (v8, v_scales, vx, cu_k),
+                     True, planted)
+
+
 @pytest.mark.parametrize("rotate", [False, True], ids=["plain", "rotated"])
 def test_bf16_q_varlen(rotate):
     """Causal, keys by cu_seqlens_k; q's codes with and without the rotation."""
@@ -147,13 +160,7 @@ def test_bf16_q_varlen(rotate):
     rng = np.random.default_rng(seed)
     cu_q, cu_k, _ = _layout(False)
     q = _bf16_q(rng, cu_q)
-    signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
-    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k)
-    out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
-                         True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
-    q_codes, q_scales = q_codes_model(q, cu_q, signs)
-    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k), (v8, v_scales, vx, cu_k),
-                     True)
+    _causal_varlen(rng, seed, q, cu_q, cu_k, rotate)
 
 
 @pytest.mark.parametrize("page_size, descale", [(16, "per_head"), (BLOCK_TOKENS, "per_block")])
@@ -192,11 +199,4 @@ def test_bf16_q_inf_and_nan(rotate):
     for row, head, dim, bits in ((cu_q[4] + 110, 0, 5, 0x7F80), (cu_q[4] + 20, 1, 77, 0x7F81)):  # inf, sNaN
         q[row, head, dim] = np.uint16(bits).view(ml_dtypes.bfloat16)
         planted[row, head] = True
-    signs = np.where(rng.random(DIM) < 0.5, -1.0, 1.0).astype(np.float32) if rotate else None
-    (k8, kd, k_scales, kx), (v8, vd, v_scales, vx) = _kv(rng, cu_k)
-    out_bits, lse = _run("fwd_fp8_hd128", q, *(x.view(ml_dtypes.float8_e4m3fn) for x in (k8, v8)), cu_q, cu_k, None,
-                         True, seed, descales=(None, kd, vd), root=ROOT, q_signs=signs)
-    q_codes, q_scales = q_codes_model(q, cu_q, signs)
-    _check_sequences(seed, out_bits, lse, cu_q, q_codes, q_scales, (k8, k_scales, kx, cu_k), (v8, v_scales, vx, cu_k),
-                     True,
-                     planted)
+    _causal_varlen(rng, seed, q, cu_q, cu_k, rotate, planted)

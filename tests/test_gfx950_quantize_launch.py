@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import hip_stub
 import kernargs
 import markers
 
@@ -22,20 +23,15 @@ BATCH, HEADS, DIM, TOTAL, MAX_SEQLEN, BLOCK_TOKENS = 3, 4, 96, 700, 300, 64
 TOKENS, NUM_PAGES, PAGE_SIZE = 37, 50, 16
 
 
-def _address(i):
-    return (0x7F0 + i) << 36
+_address = hip_stub.stand_in_address
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     if not LIBRARY.exists():
         pytest.fail(f"{LIBRARY} is missing: run `make amd`")
-    directory = tmp_path_factory.mktemp("quantize_launch")
-    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o", str(directory / "libamdhip64.so"),
-                    str(ROOT / "tests" / "hip_stub.c")], check=True)
-    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(directory / "probe"),
-                    str(ROOT / "tests" / "quantize_launch_probe.c"), str(LIBRARY), "-ldl",
-                    f"-Wl,-rpath,{LIBRARY.parent}"], check=True)
+    directory = hip_stub.build(tmp_path_factory.mktemp("quantize_launch"))
+    hip_stub.build_probe(directory, "quantize_launch_probe.c", LIBRARY)
 
     def run(mode):
         env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}

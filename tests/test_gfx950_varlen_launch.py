@@ -21,19 +21,15 @@ pytestmark = markers.needs_cc
 HEADS_Q, HEADS_KV, DIM, TOTAL_Q, TOTAL_K, MAX_Q, MAX_K = 4, 2, 128, 300, 400, 260, 300
 
 
-def _address(i):
-    return (0x7F0 + i) << 36
+_address = hip_stub.stand_in_address
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     if not LIBRARY.exists():
         pytest.fail(f"{LIBRARY} is missing: run `make amd`")
-    directory = tmp_path_factory.mktemp("varlen_launch")
-    hip_stub.build(directory)
-    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(directory / "probe"),
-                    str(ROOT / "tests" / "varlen_launch_probe.c"), str(LIBRARY), "-ldl",
-                    f"-Wl,-rpath,{LIBRARY.parent}"], check=True)
+    directory = hip_stub.build(tmp_path_factory.mktemp("varlen_launch"))
+    hip_stub.build_probe(directory, "varlen_launch_probe.c", LIBRARY)
 
     def run(*mode):
         env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
