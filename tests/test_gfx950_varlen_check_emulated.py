@@ -158,8 +158,8 @@ def test_paged_verdicts(fault):
 
 
 def test_steps_of_the_wave():
-    """70 sequences (two steps of 64) with the fault in the second; 69 pages of 16 keys in one sequence (two steps)
-    with the bad one in the second."""
+    """70 sequences (two steps of 64) with the fault in the second; sequences of up to 70 pages of 16 keys (rounds of
+    kPagesAtOnce loads) with the bad one late in a sequence, alone or beside an earlier one of a later sequence."""
     seed = int(RNG.integers(1 << 31))
     rng = np.random.default_rng(seed)
     a = _varlen(70, rng)
@@ -171,6 +171,10 @@ def test_steps_of_the_wave():
     assert _expect(a, seed) == (BLOCK_TABLE, 1, a["num_pages"], 0)
     a["table"][1, 65] = 0
     assert _expect(a, seed)[0] == OK
+    # a lane's bad page found in a later round of loads than a higher lane's still wins
+    _bad_page(1, 66, -7)(a)
+    _bad_page(2, 1, a["num_pages"] + 1)(a)
+    assert _expect(a, seed) == (BLOCK_TABLE, 1, -7, 0)
 
 
 def test_forward_reads_nothing_after_a_fault():

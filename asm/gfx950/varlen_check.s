@@ -1,14 +1,14 @@
 // varlen_check: the check of a varlen or paged flashprefill_forward call's device arrays on gfx950, the Hopper plan
 // kernel's checks (cuda/varlen_plan.cu) in the same order with the same verdict, launched before the forward kernel
-// on its stream (hip/varlen_check_launch.c). One wave:
-//   1. per sequence (a lane each, 64 a step): cu_seqlens_q, cu_seqlens_k, seqused_k, the lengths against
-//      max_seqlen_q / _k; the first sequence at fault ends the scan. Each valid sequence's offsets and key length
-//      are copied into the workspace as they are read;
-//   2. a paged cache's page ids of each sequence before that one (lanes over its pages, unsigned against
-//      num_pages), up to the first out of range;
-//   3. the verdict in the workspace header {error, sequence, value, 0}. On a fault the copies become all zero (every
-//      sequence empty, so the forward kernel, which reads the copies, reads nothing of the call's arrays) and every
-//      element of out and lse becomes NaN.
+// on its stream (hip/varlen_check_launch.c). One wave, a lane per sequence, 64 sequences a step:
+//   1. cu_seqlens_q, cu_seqlens_k, seqused_k, the lengths against max_seqlen_q / _k; each sequence's offsets and key
+//      count copied into the workspace as they are read;
+//   2. with a paged cache, the page ids of each sequence found valid so far (its own lane, kPagesAtOnce loads in
+//      flight, unsigned against num_pages), the lowest bad one its fault;
+//   3. the first step holding a fault ends the scan, its lowest faulty lane the verdict (the least sequence, as the
+//      Hopper kernel's least b * 8 + error): the workspace header {error, sequence, value, 0}. On a fault the copies
+//      become all zero (every sequence empty, so the forward kernel, which reads the copies, reads nothing of the
+//      call's arrays) and every element of out and lse becomes NaN.
 // A plain kernel, never run on an MI355X.
 
 .amdgcn_target "amdgcn-amd-amdhsa--gfx950"
@@ -19,6 +19,7 @@
 .set kHeadsPerStore, 64 / kPiecesPerHead      // 4
 .set kBf16NanPair, 0x7fc07fc0
 .set kNanBits, 0x7fc00000
+.set kPagesAtOnce, 8                          // page-id loads a lane has in flight
 // fp_varlen_error (src/launch_common.h; tests/test_gfx950_static.py holds them equal)
 .set kVarlenCuSeqlensQ, 1
 .set kVarlenSeqlenQ, 2
@@ -84,13 +85,15 @@
 .equiv s_mask, 42         // s[42:43]
 .equiv s_exec, 44         // s[44:45] EXEC before a masked part
 .equiv s_row, 46          // s[46:47] a table row's or an out row's address
-.equiv s_b, 48            // the sequence whose pages are checked
-.equiv s_count, 49        // its keys, then its pages; poisoning lse: its elements
-.equiv s_j, 50            // the first page (then head) of a step
+.equiv s_exec_pages, 48   // s[48:49] the step's lanes, across the page loop
+.equiv s_count, 50        // poisoning lse: its elements
+.equiv s_j, 54            // the first page of a page step; poisoning out: the first head of a store
 .equiv s_rows, 51         // the keys a paged sequence's table row holds: block_table_stride << page_size_log2
 .equiv s_step, 52         // bytes between two heads of a store's four
 .equiv s_bts_bytes, 53    // block_table_stride * 4
-.set s_end, 54
+.equiv s_carry, 56        // s[56:57] v_mad_u64_u32's carry-out, unused
+.equiv s_page_mask, 58    // s[58:59]
+.set s_end, 60
 
 // ---- VGPRs ------------------------------------------------------------------------------------------------------
 .equiv v_lane, 1
@@ -111,7 +114,15 @@
 .equiv v_poff, 16
 .equiv v_nan, 20          // v[20:23] bf16 NaNs
 .equiv v_word, 24         // v[24:27] the header, and the zeros of the copies
-.set v_end, 28
+.equiv v_count, 28        // paged: the pages of the lane's sequence (0 where it is at fault)
+.equiv v_last, 29         // count - 1
+.equiv v_found, 30        // 1 once a bad page is found, v_bad_page its id
+.equiv v_bad_page, 31
+.equiv v_j, 32            // s_j
+.equiv v_row, 34          // v[34:35] the sequence's row of block_table
+.equiv v_pages, 36        // v[36:43] kPagesAtOnce page ids
+.equiv v_paddr, 44        // v[44:59] their addresses
+.set v_end, 60
 
 .include "scalar_address.inc"
 
@@ -148,7 +159,7 @@ varlen_check:
     s_mov_b32 s[s_fault_value], 0
     s_mov_b32 s[s_base], 0
 
-// ---- 1. each sequence's offsets and lengths ----------------------------------------------------------------------
+// ---- 1. each sequence's offsets, lengths and pages -------------------------------------------------------------
 .Lsequences:
     v_add_u32 v[v_b], s[s_base], v[v_lane]
     v_cmp_gt_i32 vcc, s[s_batch], v[v_b]
@@ -209,6 +220,56 @@ varlen_check:
     v_cmp_gt_i32 s[s_mask:s_mask + 1], 0, v[v_q0]
     v_cmp_lt_i32 vcc, v[v_q1], v[v_q0]
     fault_where_either s_mask, kVarlenCuSeqlensQ, v_q0
+    // a paged cache: each lane's own sequence's page ids, if it is valid so far
+    s_cmp_eq_u64 s[s_table:s_table + 1], 0
+    s_cbranch_scc1 .Lpages_checked
+    s_lshl_b32 s[s_t0], 1, s[s_page_log2]
+    s_sub_u32 s[s_t0], s[s_t0], 1
+    v_add_u32 v[v_count], s[s_t0], v[v_seqlen_k]
+    v_lshrrev_b32 v[v_count], s[s_page_log2], v[v_count]  // ceil(keys / page_size), keys within the row: checked
+    v_cmp_eq_u32 vcc, 0, v[v_code]
+    s_nop 1
+    v_cndmask_b32 v[v_count], 0, v[v_count], vcc
+    v_add_u32 v[v_last], -1, v[v_count]
+    v_mov_b32 v[v_t0], s[s_bts_bytes]
+    v_mad_u64_u32 v[v_row:v_row + 1], s[s_carry:s_carry + 1], v[v_b], v[v_t0], s[s_table:s_table + 1]
+    v_mov_b32 v[v_found], 0
+    v_mov_b32 v[v_bad_page], 0
+    s_mov_b32 s[s_j], 0
+    s_mov_b64 s[s_exec_pages:s_exec_pages + 1], exec
+.Lpage_step:
+    v_cmp_lt_u32 vcc, s[s_j], v[v_count]        // pages left
+    v_cmp_eq_u32 s[s_page_mask:s_page_mask + 1], 0, v[v_found]
+    s_and_b64 vcc, vcc, s[s_page_mask:s_page_mask + 1]
+    s_and_b64 exec, s[s_exec_pages:s_exec_pages + 1], vcc
+    s_cbranch_execz .Lpages_done
+    v_mov_b32 v[v_j], s[s_j]
+    // entries min(j + i, count - 1): never past the sequence's pages, so never past the table
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7
+    v_add_u32 v[v_t0], \i, v[v_j]
+    v_min_u32 v[v_t0], v[v_t0], v[v_last]
+    v_lshlrev_b32 v[v_t0], 2, v[v_t0]
+    v_mad_u64_u32 v[v_paddr + 2 * \i:v_paddr + 2 * \i + 1], s[s_carry:s_carry + 1], v[v_t0], 1, v[v_row:v_row + 1]
+    global_load_dword v[v_pages + \i], v[v_paddr + 2 * \i:v_paddr + 2 * \i + 1], off
+    .endr
+    s_waitcnt vmcnt(0)
+    // the lowest bad one among them (from the last down, so that the lowest is written last)
+    .irp i, 7, 6, 5, 4, 3, 2, 1, 0
+    v_cmp_le_u32 s[s_page_mask:s_page_mask + 1], s[s_num_pages], v[v_pages + \i]  // unsigned: a negative id too
+    v_add_u32 v[v_t0], \i, v[v_j]
+    v_cmp_lt_u32 vcc, v[v_t0], v[v_count]
+    s_and_b64 vcc, vcc, s[s_page_mask:s_page_mask + 1]
+    s_nop 0                                     // the compare's VCC: 2 wait states, the s_and_b64 one of them
+    v_cndmask_b32 v[v_found], v[v_found], 1, vcc
+    v_cndmask_b32 v[v_bad_page], v[v_bad_page], v[v_pages + \i], vcc
+    .endr
+    s_add_u32 s[s_j], s[s_j], kPagesAtOnce
+    s_branch .Lpage_step
+.Lpages_done:
+    s_mov_b64 exec, s[s_exec_pages:s_exec_pages + 1]
+    v_cmp_ne_u32 vcc, 0, v[v_found]             // found only where the sequence had no other fault
+    fault_where kVarlenBlockTable, v_bad_page
+.Lpages_checked:
     // the first lane at fault, if any, ends the scan
     v_cmp_ne_u32 vcc, 0, v[v_code]
     s_mov_b64 exec, s[s_exec:s_exec + 1]
@@ -218,57 +279,13 @@ varlen_check:
     s_add_u32 s[s_fault_b], s[s_base], s[s_t0]
     v_readlane_b32 s[s_fault_code], v[v_code], s[s_t0]
     v_readlane_b32 s[s_fault_value], v[v_value], s[s_t0]
-    s_branch .Lpages
+    s_branch .Lverdict
 .Lstep_valid:
     s_add_u32 s[s_base], s[s_base], 64
     s_cmp_lt_u32 s[s_base], s[s_batch]
     s_cbranch_scc1 .Lsequences
 
-// ---- 2. the page ids of the sequences before the first at fault ----------------------------------------------------
-.Lpages:
-    s_cmp_eq_u64 s[s_table:s_table + 1], 0
-    s_cbranch_scc1 .Lverdict
-    s_mov_b32 s[s_b], 0
-.Lpage_sequence:
-    s_cmp_lt_u32 s[s_b], s[s_fault_b]
-    s_cbranch_scc0 .Lverdict
-    s_lshl_b32 s[s_t0], s[s_b], 2
-    s_load_dword s[s_count], s[s_used:s_used + 1], s[s_t0]  // its keys: a paged call's seqused_k, checked above
-    add_product s_row, s_table, s_b, s_bts_bytes
-    s_waitcnt lgkmcnt(0)
-    s_lshl_b32 s[s_t0], 1, s[s_page_log2]       // pages: ceil(keys / page_size)
-    s_sub_u32 s[s_t0], s[s_t0], 1
-    s_add_u32 s[s_count], s[s_count], s[s_t0]
-    s_lshr_b32 s[s_count], s[s_count], s[s_page_log2]
-    s_mov_b32 s[s_j], 0
-    s_cmp_eq_u32 s[s_count], 0
-    s_cbranch_scc1 .Lpages_valid
-.Lpage_step:
-    s_sub_u32 s[s_t0], s[s_count], s[s_j]
-    v_cmp_gt_u32 vcc, s[s_t0], v[v_lane]
-    s_and_saveexec_b64 s[s_exec:s_exec + 1], vcc
-    v_add_u32 v[v_t0], s[s_j], v[v_lane]
-    v_lshlrev_b32 v[v_t0], 2, v[v_t0]
-    global_load_dword v[v_page], v[v_t0], s[s_row:s_row + 1]
-    s_waitcnt vmcnt(0)
-    v_cmp_le_u32 vcc, s[s_num_pages], v[v_page]  // unsigned: a negative id too
-    s_mov_b64 exec, s[s_exec:s_exec + 1]
-    s_cmp_eq_u64 vcc, 0
-    s_cbranch_scc1 .Lpage_step_valid
-    s_ff1_i32_b64 s[s_t0], vcc
-    s_mov_b32 s[s_fault_b], s[s_b]
-    s_mov_b32 s[s_fault_code], kVarlenBlockTable
-    v_readlane_b32 s[s_fault_value], v[v_page], s[s_t0]
-    s_branch .Lverdict
-.Lpage_step_valid:
-    s_add_u32 s[s_j], s[s_j], 64
-    s_cmp_lt_u32 s[s_j], s[s_count]
-    s_cbranch_scc1 .Lpage_step
-.Lpages_valid:
-    s_add_u32 s[s_b], s[s_b], 1
-    s_branch .Lpage_sequence
-
-// ---- 3. the verdict --------------------------------------------------------------------------------------------
+// ---- 2. the verdict ------------------------------------------------------------------------------------------
 .Lverdict:
     v_mov_b32 v[v_word], s[s_fault_code]
     v_mov_b32 v[v_word + 1], s[s_fault_b]
@@ -388,8 +405,8 @@ amdhsa.kernels:
     .private_segment_fixed_size: 0
     .wavefront_size: 64
     .max_flat_workgroup_size: 64
-    .sgpr_count: 54
-    .vgpr_count: 28
+    .sgpr_count: 60
+    .vgpr_count: 60
     .agpr_count: 0
     .args:
       - { .size: 128, .offset: 0, .value_kind: by_value }
