@@ -19,7 +19,7 @@
 .set kHeadsPerStore, 64 / kPiecesPerHead      // 4
 .set kBf16NanPair, 0x7fc07fc0
 .set kNanBits, 0x7fc00000
-.set kPagesAtOnce, 8                          // page-id loads a lane has in flight
+.set kPagesAtOnce, 16                         // page-id loads a lane has in flight
 // fp_varlen_error (src/launch_common.h; tests/test_gfx950_static.py holds them equal)
 .set kVarlenCuSeqlensQ, 1
 .set kVarlenSeqlenQ, 2
@@ -120,9 +120,9 @@
 .equiv v_bad_page, 31
 .equiv v_j, 32            // s_j
 .equiv v_row, 34          // v[34:35] the sequence's row of block_table
-.equiv v_pages, 36        // v[36:43] kPagesAtOnce page ids
-.equiv v_paddr, 44        // v[44:59] their addresses
-.set v_end, 60
+.equiv v_pages, 36        // v[36:51] kPagesAtOnce page ids
+.equiv v_paddr, 52        // v[52:83] their addresses
+.set v_end, 84
 
 .include "scalar_address.inc"
 
@@ -245,7 +245,7 @@ varlen_check:
     s_cbranch_execz .Lpages_done
     v_mov_b32 v[v_j], s[s_j]
     // entries min(j + i, count - 1): never past the sequence's pages, so never past the table
-    .irp i, 0, 1, 2, 3, 4, 5, 6, 7
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
     v_add_u32 v[v_t0], \i, v[v_j]
     v_min_u32 v[v_t0], v[v_t0], v[v_last]
     v_lshlrev_b32 v[v_t0], 2, v[v_t0]
@@ -254,7 +254,7 @@ varlen_check:
     .endr
     s_waitcnt vmcnt(0)
     // the lowest bad one among them (from the last down, so that the lowest is written last)
-    .irp i, 7, 6, 5, 4, 3, 2, 1, 0
+    .irp i, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0
     v_cmp_le_u32 s[s_page_mask:s_page_mask + 1], s[s_num_pages], v[v_pages + \i]  // unsigned: a negative id too
     v_add_u32 v[v_t0], \i, v[v_j]
     v_cmp_lt_u32 vcc, v[v_t0], v[v_count]
@@ -406,7 +406,7 @@ amdhsa.kernels:
     .wavefront_size: 64
     .max_flat_workgroup_size: 64
     .sgpr_count: 60
-    .vgpr_count: 60
+    .vgpr_count: 84
     .agpr_count: 0
     .args:
       - { .size: 128, .offset: 0, .value_kind: by_value }
