@@ -352,7 +352,7 @@ extern "C" flashprefill_status fp_backend_quantize(const flashprefill_quantize_p
     a.codes_stride_dim = p->codes_stride_dim;
     const bool prepared = p->codes_layout == FLASHPREFILL_V_LAYOUT_PREPARED;
     const cudaStream_t st = static_cast<cudaStream_t>(stream);
-    const cudaError_t err = fp::kLaunchers[fp_quantize_dim_index(p)](a, x_fp32, p->batch, prepared, st);
+    const cudaError_t err = fp::kLaunchers[fp_quantize_dim_index(p->dim)](a, x_fp32, p->batch, prepared, st);
     if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "quantizer launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;

@@ -186,7 +186,7 @@ cudaError_t launch(const PagedArgs &a, bool x_fp32, cudaStream_t stream)
 }
 
 using LaunchFn = cudaError_t (*)(const PagedArgs &, bool, cudaStream_t);
-// By dim / FP_QUANTIZE_DIM_STEP - 1: one kernel per dim, as the quantizer's.
+// By fp_quantize_dim_index: one kernel per dim, as the quantizer's.
 constexpr LaunchFn kLaunchers[] = {launch<32>, launch<64>, launch<96>, launch<128>,
                                    launch<160>, launch<192>, launch<224>, launch<256>};
 static_assert(FP_QUANTIZE_DIM_STEP == 32 && sizeof kLaunchers / sizeof kLaunchers[0] == FP_QUANTIZE_DIM_MAX / 32,
@@ -218,7 +218,7 @@ extern "C" flashprefill_status fp_backend_quantize_paged(const flashprefill_quan
     a.page_size = p->page_size, a.num_pages = p->num_pages;
     const bool x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32;
     const cudaError_t err =
-        fp::kLaunchers[p->dim / FP_QUANTIZE_DIM_STEP - 1](a, x_fp32, static_cast<cudaStream_t>(stream));
+        fp::kLaunchers[fp_quantize_dim_index(p->dim)](a, x_fp32, static_cast<cudaStream_t>(stream));
     if (err != cudaSuccess)
         return fp_fail(FLASHPREFILL_ERROR_DEVICE, "paged quantizer launch: %s", cudaGetErrorString(err));
     return FLASHPREFILL_SUCCESS;

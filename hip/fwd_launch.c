@@ -107,11 +107,6 @@ flashprefill_status fp_backend_check_device(const fp_named_pointer *pointers, in
 
 static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream, fp_gfx950_kernel kernel)
 {
-    const fp_hip_api *api;
-    hipFunction_t fn;
-    flashprefill_status s = fp_hip_load(&api, kernel, &fn);
-    if (s)
-        return s;
     const int64_t elem = fp_dtype_bytes(p->in_dtype), out_elem = fp_dtype_bytes(p->out_dtype), q_elem = q_elem_bytes(p);
     /* varlen: the batch strides unused (the kernel adds cu_seqlens' rows, or a paged cache's pages) */
     const int varlen = p->cu_seqlens_q != NULL, paged = varlen && p->block_table != NULL;
@@ -162,19 +157,14 @@ static flashprefill_status launch_fwd(const flashprefill_params *p, void *stream
         a.k_blocks_per_head = dk.exponents ? 1 : 0, a.v_blocks_per_head = dv.exponents ? 1 : 0;
     if (varlen) { /* the arrays checked first; the kernel reads their checked copies */
         fp_gfx950_varlen_copies copies;
-        if ((s = fp_gfx950_varlen_check(p, stream, &copies)))
+        flashprefill_status s = fp_gfx950_varlen_check(p, stream, &copies);
+        if (s)
             return s;
         a.cu_seqlens_q = copies.cu_seqlens_q, a.cu_seqlens_k = copies.cu_seqlens_k, a.seqused_k = copies.seqused_k;
     }
-    size_t size = sizeof a;
-    void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     FP_HIP_LAUNCH_PARAM_END};
     const unsigned blocks = (unsigned)((p->seqlen_q + QUERIES_PER_WORKGROUP - 1) / QUERIES_PER_WORKGROUP);
-    const hipError_t err = api->ModuleLaunchKernel(fn, blocks, (unsigned)p->heads_q, (unsigned)p->batch,
-                                                   LANES_PER_WORKGROUP, 1, 1, 0, (hipStream_t)stream, NULL, extra);
-    if (err != 0)
-        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel: %s", api->GetErrorString(err));
-    return FLASHPREFILL_SUCCESS;
+    return fp_hip_launch(kernel, blocks, (unsigned)p->heads_q, (unsigned)p->batch, LANES_PER_WORKGROUP, stream, &a,
+                         sizeof a, "forward");
 }
 
 static flashprefill_status launch_fwd_bf16_hd128(const flashprefill_params *p, void *stream)

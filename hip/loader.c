@@ -177,3 +177,19 @@ flashprefill_status fp_hip_load(const fp_hip_api **api, fp_gfx950_kernel kernel,
     *api = &runtime.api;
     return FLASHPREFILL_SUCCESS;
 }
+
+flashprefill_status fp_hip_launch(fp_gfx950_kernel kernel, unsigned x, unsigned y, unsigned z, unsigned lanes,
+                                  void *stream, void *kernarg, size_t bytes, const char *what)
+{
+    const fp_hip_api *api;
+    hipFunction_t fn;
+    flashprefill_status s = fp_hip_load(&api, kernel, &fn);
+    if (s)
+        return s;
+    void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, kernarg, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &bytes,
+                     FP_HIP_LAUNCH_PARAM_END};
+    const hipError_t err = api->ModuleLaunchKernel(fn, x, y, z, lanes, 1, 1, 0, (hipStream_t)stream, NULL, extra);
+    if (err != 0)
+        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (%s): %s", what, api->GetErrorString(err));
+    return FLASHPREFILL_SUCCESS;
+}

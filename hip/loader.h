@@ -40,4 +40,10 @@ typedef enum fp_gfx950_kernel {
    NO_DEVICE / NOT_SUPPORTED with the last error set, the same on every call for a device. */
 flashprefill_status fp_hip_load(const fp_hip_api **api, fp_gfx950_kernel kernel, hipFunction_t *function);
 
+/* Enqueues `kernel` (loaded by fp_hip_load) on `stream` over a grid of (x, y, z) workgroups of `lanes` work-items,
+   its kernel arguments the `bytes` at `kernarg` (copied at the call). SUCCESS, or fp_hip_load's failures, or DEVICE
+   with the last error naming `what` where the launch fails. */
+flashprefill_status fp_hip_launch(fp_gfx950_kernel kernel, unsigned x, unsigned y, unsigned z, unsigned lanes,
+                                  void *stream, void *kernarg, size_t bytes, const char *what);
+
 #endif /* FLASHPREFILL_GFX950_LOADER_H */

@@ -52,10 +52,6 @@ flashprefill_status fp_backend_merge_state(const flashprefill_merge_state_params
     const fp_gfx950_kernel kernel = (fp_gfx950_kernel)(FP_GFX950_MERGE_STATE_BF16_BF16 +
                                                        2 * (p->in_dtype == FLASHPREFILL_DTYPE_FP32) +
                                                        (p->out_dtype == FLASHPREFILL_DTYPE_FP32));
-    const fp_hip_api *api;
-    hipFunction_t fn;
-    if ((s = fp_hip_load(&api, kernel, &fn)))
-        return s;
     fp_gfx950_merge_state_kernarg a = {
         .out_a = (uint64_t)(uintptr_t)p->out_a, .out_b = (uint64_t)(uintptr_t)p->out_b,
         .out = (uint64_t)(uintptr_t)p->out, .lse_a = (uint64_t)(uintptr_t)p->lse_a,
@@ -69,13 +65,7 @@ flashprefill_status fp_backend_merge_state(const flashprefill_merge_state_params
         .seqlen_q = p->seqlen_q, .heads_q = p->heads_q, .pieces_per_row = pieces, .rows_per_pass = rows_per_pass,
         .rows_per_workgroup = rows_per_workgroup,
     };
-    size_t size = sizeof a;
-    void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     FP_HIP_LAUNCH_PARAM_END};
     const unsigned groups = (unsigned)((p->seqlen_q + rows_per_workgroup - 1) / rows_per_workgroup);
-    const hipError_t err = api->ModuleLaunchKernel(fn, groups, (unsigned)p->heads_q, (unsigned)p->batch, MERGE_LANES,
-                                                   1, 1, 0, (hipStream_t)stream, NULL, extra);
-    if (err != 0)
-        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (merge_state): %s", api->GetErrorString(err));
-    return FLASHPREFILL_SUCCESS;
+    return fp_hip_launch(kernel, groups, (unsigned)p->heads_q, (unsigned)p->batch, MERGE_LANES, stream, &a, sizeof a,
+                         "merge_state");
 }

@@ -35,13 +35,8 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
 {
     _Static_assert(FP_GFX950_QUANTIZE_D256 - FP_GFX950_QUANTIZE_D32 + 1 == FP_QUANTIZE_DIM_MAX / FP_QUANTIZE_DIM_STEP,
                    "one quantizer per dim, in order of dims");
-    const fp_gfx950_kernel kernel = (fp_gfx950_kernel)(FP_GFX950_QUANTIZE_D32 + fp_quantize_dim_index(p));
+    const fp_gfx950_kernel kernel = (fp_gfx950_kernel)(FP_GFX950_QUANTIZE_D32 + fp_quantize_dim_index(p->dim));
     const int64_t elem = fp_dtype_bytes(p->x_dtype);
-    flashprefill_status s;
-    const fp_hip_api *api;
-    hipFunction_t fn;
-    if ((s = fp_hip_load(&api, kernel, &fn)))
-        return s;
     int code_max_exponent = 0;
     const float code_max = fp_quantize_code_max(p);
     const float fraction = frexpf(code_max, &code_max_exponent);
@@ -64,14 +59,11 @@ flashprefill_status fp_backend_quantize(const flashprefill_quantize_params *p, v
     };
     for (int32_t phase = 0; phase < 2; ++phase) {
         a.phase = phase;
-        size_t size = sizeof a;
-        void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                         FP_HIP_LAUNCH_PARAM_END};
-        const hipError_t err = api->ModuleLaunchKernel(fn, (unsigned)blocks, (unsigned)p->heads, (unsigned)p->batch,
-                                                       QUANTIZE_LANES, 1, 1, 0, (hipStream_t)stream, NULL, extra);
-        if (err != 0)
-            return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (quantize, phase %d): %s", (int)phase,
-                           api->GetErrorString(err));
+        flashprefill_status s = fp_hip_launch(kernel, (unsigned)blocks, (unsigned)p->heads, (unsigned)p->batch,
+                                              QUANTIZE_LANES, stream, &a, sizeof a, phase ? "quantize, codes" :
+                                                                                    "quantize, exponents");
+        if (s)
+            return s;
     }
     return FLASHPREFILL_SUCCESS;
 }
@@ -93,14 +85,8 @@ flashprefill_status fp_backend_quantize_paged(const flashprefill_quantize_paged_
 {
     _Static_assert(FP_GFX950_QUANTIZE_PAGED_D256 - FP_GFX950_QUANTIZE_PAGED_D32 + 1 ==
                    FP_QUANTIZE_DIM_MAX / FP_QUANTIZE_DIM_STEP, "one paged quantizer per dim, in order of dims");
-    const fp_gfx950_kernel kernel =
-        (fp_gfx950_kernel)(FP_GFX950_QUANTIZE_PAGED_D32 + p->dim / FP_QUANTIZE_DIM_STEP - 1);
+    const fp_gfx950_kernel kernel = (fp_gfx950_kernel)(FP_GFX950_QUANTIZE_PAGED_D32 + fp_quantize_dim_index(p->dim));
     const int64_t elem = fp_dtype_bytes(p->x_dtype);
-    flashprefill_status s;
-    const fp_hip_api *api;
-    hipFunction_t fn;
-    if ((s = fp_hip_load(&api, kernel, &fn)))
-        return s;
     fp_gfx950_quantize_paged_kernarg a = {
         .x = (uint64_t)(uintptr_t)p->x, .slot_mapping = (uint64_t)(uintptr_t)p->slot_mapping,
         .codes = (uint64_t)(uintptr_t)p->codes, .exponents = (uint64_t)(uintptr_t)p->exponents,
@@ -110,15 +96,8 @@ flashprefill_status fp_backend_quantize_paged(const flashprefill_quantize_paged_
         .tokens = p->tokens, .heads_kv = p->heads_kv, .page_size = p->page_size, .num_pages = p->num_pages,
         .x_fp32 = p->x_dtype == FLASHPREFILL_DTYPE_FP32,
     };
-    size_t size = sizeof a;
-    void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     FP_HIP_LAUNCH_PARAM_END};
-    const hipError_t err = api->ModuleLaunchKernel(fn, (unsigned)p->tokens, (unsigned)p->heads_kv, 1, QUANTIZE_LANES,
-                                                   1, 1, 0, (hipStream_t)stream, NULL, extra);
-    if (err != 0)
-        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (quantize_paged): %s",
-                       api->GetErrorString(err));
-    return FLASHPREFILL_SUCCESS;
+    return fp_hip_launch(kernel, (unsigned)p->tokens, (unsigned)p->heads_kv, 1, QUANTIZE_LANES, stream, &a, sizeof a,
+                         "quantize_paged");
 }
 
 flashprefill_status fp_backend_check_prepare_v(const flashprefill_prepare_v_params *p)

@@ -33,11 +33,6 @@ flashprefill_status fp_gfx950_check_varlen_limits(const flashprefill_params *p)
 flashprefill_status fp_gfx950_varlen_check(const flashprefill_params *p, void *stream,
                                            fp_gfx950_varlen_copies *copies)
 {
-    const fp_hip_api *api;
-    hipFunction_t fn;
-    flashprefill_status s = fp_hip_load(&api, FP_GFX950_VARLEN_CHECK, &fn);
-    if (s)
-        return s;
     const uint64_t workspace = (uint64_t)(uintptr_t)p->workspace;
     const uint64_t offsets_bytes = 4 * ((uint64_t)p->batch + 1);
     const int paged = p->block_table != NULL;
@@ -57,14 +52,7 @@ flashprefill_status fp_gfx950_varlen_check(const flashprefill_params *p, void *s
         .page_size_log2 = paged ? __builtin_ctz((unsigned)p->page_size) : 0, .num_pages = paged ? p->num_pages : 0,
         .heads_q = p->heads_q,
     };
-    size_t size = sizeof a;
-    void *extra[] = {FP_HIP_LAUNCH_PARAM_BUFFER_POINTER, &a, FP_HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     FP_HIP_LAUNCH_PARAM_END};
-    const hipError_t err = api->ModuleLaunchKernel(fn, 1, 1, 1, CHECK_LANES, 1, 1, 0, (hipStream_t)stream, NULL, extra);
-    if (err != 0)
-        return fp_fail(FLASHPREFILL_ERROR_DEVICE, "hipModuleLaunchKernel (varlen check): %s",
-                       api->GetErrorString(err));
-    return FLASHPREFILL_SUCCESS;
+    return fp_hip_launch(FP_GFX950_VARLEN_CHECK, 1, 1, 1, CHECK_LANES, stream, &a, sizeof a, "varlen check");
 }
 
 flashprefill_status fp_backend_read_workspace_header(const void *workspace, int32_t header[4])

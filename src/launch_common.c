@@ -16,9 +16,9 @@ float fp_quantize_code_max(const flashprefill_quantize_params *p)
     return p->code_max == 0.0f ? FP_E4M3_MAX : p->code_max;
 }
 
-int fp_quantize_dim_index(const flashprefill_quantize_params *p)
+int fp_quantize_dim_index(int32_t dim)
 {
-    return p->dim / FP_QUANTIZE_DIM_STEP - 1;
+    return dim / FP_QUANTIZE_DIM_STEP - 1;
 }
 
 flashprefill_status fp_check_grid_yz(const char *heads_name, int32_t heads, int32_t batch, const char *whose)

@@ -37,9 +37,9 @@ int fp_dtype_bytes(flashprefill_dtype dtype);
 /* The quantizer's code_max with 0 read as FP_E4M3_MAX. */
 float fp_quantize_code_max(const flashprefill_quantize_params *p);
 
-/* The index of p's dim among the quantizer's kernels (dim / FP_QUANTIZE_DIM_STEP - 1); fp_validate_quantize
-   admits no other dims. */
-int fp_quantize_dim_index(const flashprefill_quantize_params *p);
+/* The index of a dim among the quantizer's and the paged writer's kernels (dim / FP_QUANTIZE_DIM_STEP - 1), one per
+   dim their validation admits. */
+int fp_quantize_dim_index(int32_t dim);
 
 /* NOT_SUPPORTED with the last error set where heads or batch pass FP_MAX_GRID_YZ, else SUCCESS. `heads_name`
    names the field ("heads_q", "heads"), `whose` the grid ("the", "the quantizer's", "prepare_v's"). */

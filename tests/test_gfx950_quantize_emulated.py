@@ -31,7 +31,7 @@ def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=
     """Runs both phases of the kernel on x (bf16 or float32 numpy, (batch, seq, heads, dim)) under the emulator's
     schedule `seed`; x_view: a strided view of a larger array to read x from instead (its base goes to the device).
     Returns (codes uint8, exponents int8) read back from poisoned outputs."""
-    from gfx950_emu import GlobalMemory, load_code_object, run_kernel
+    from gfx950_emu import GlobalMemory
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.QUANTIZE_CONTRACT)
     src = x if x_view is None else x_view
     batch, seq, heads, dim = src.shape
@@ -52,13 +52,20 @@ def quantize(x, block_tokens, signs=None, subtract=None, code_max=448.0, x_view=
                 code_max_mantissa=int(np.float32(code_max).view(np.uint32) & 0x7FFFFF))
     a.x_stride_batch, a.x_stride_seq, a.x_stride_head = src.strides[0], src.strides[1], src.strides[2]
     a.codes_stride_batch, a.codes_stride_seq, a.codes_stride_head = seq * heads * dim, heads * dim, dim
+    run_phases(a, dim, (blocks, heads, batch), mem, seed)
+    return mem.read(codes, np.uint8, (batch, seq, heads, dim)), mem.read(exponents, np.int8, (batch, heads, blocks))
+
+
+def run_phases(a, dim, grid, memory, seed, root=None):
+    """Both launches of quantize_d<dim> (from the tree `root`, which tools/gfx950_mutate.py points at a mutant's) with
+    kernel arguments `a`, as hip/quantize_launch.c makes them: phase 0, then 1, each under its own schedule seed.
+    root None: this module's ROOT."""
+    from gfx950_emu import load_code_object, run_kernel
     name = f"quantize_d{dim}"
-    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
+    co = load_code_object(str(pathlib.Path(root or ROOT) / "build" / "gfx950" / f"{name}.co"))
     for phase in (0, 1):
         a.phase = phase
-        run_kernel(co, name, grid=(blocks, heads, batch), workgroup_size=64, kernarg=bytes(a), memory=mem,
-                   seed=seed + phase)
-    return mem.read(codes, np.uint8, (batch, seq, heads, dim)), mem.read(exponents, np.int8, (batch, heads, blocks))
+        run_kernel(co, name, grid=grid, workgroup_size=64, kernarg=bytes(a), memory=memory, seed=seed + phase)
 
 
 def _uneven(rng, shape):

@@ -15,6 +15,7 @@ import kernargs
 import markers
 
 from flashprefill import fp8, prepare
+from test_gfx950_quantize_emulated import run_phases
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -28,7 +29,7 @@ def quantize_packed(x, cu_seqlens, max_seqlen, block_tokens, signs=None, subtrac
     """Both phases of quantize_d<dim> on x ((total, heads, dim) bf16 or float32, or such a view of an array whose
     base goes to the device) with cu_seqlens; returns (codes uint8 (total, heads, dim), exponents int8 (batch, heads,
     slots)) read back from poisoned outputs."""
-    from gfx950_emu import GlobalMemory, load_code_object, run_kernel
+    from gfx950_emu import GlobalMemory
     assert kernargs.offsets(Kernarg) == kernargs.assembly_offsets(kernargs.QUANTIZE_CONTRACT)
     total, heads, dim = x.shape
     batch, blocks = len(cu_seqlens) - 1, -(-max_seqlen // block_tokens)
@@ -46,12 +47,7 @@ def quantize_packed(x, cu_seqlens, max_seqlen, block_tokens, signs=None, subtrac
                 x_fp32=int(x.dtype == np.float32), code_max_exponent=int(exponent),
                 code_max_mantissa=int(np.float32(fp8.E4M3_MAX).view(np.uint32) & 0x7FFFFF),
                 cu_seqlens=mem.alloc_array(np.asarray(cu_seqlens, np.int32)), total=total)
-    name = f"quantize_d{dim}"
-    co = load_code_object(str(ROOT / "build" / "gfx950" / f"{name}.co"))
-    for phase in (0, 1):
-        a.phase = phase
-        run_kernel(co, name, grid=(blocks, heads, batch), workgroup_size=64, kernarg=bytes(a), memory=mem,
-                   seed=seed + phase)
+    run_phases(a, dim, (blocks, heads, batch), mem, seed, root=ROOT)
     return mem.read(codes, np.uint8, (total, heads, dim)), mem.read(exponents, np.int8, (batch, heads, blocks))
 
 
