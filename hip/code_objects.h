@@ -8,57 +8,14 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "code_object_list.h"
 
-extern const unsigned char fp_gfx950_fwd_bf16_hd128_co[];
-extern const uint64_t fp_gfx950_fwd_bf16_hd128_co_size;
-extern const unsigned char fp_gfx950_fwd_bf16_qk192_co[];
-extern const uint64_t fp_gfx950_fwd_bf16_qk192_co_size;
-extern const unsigned char fp_gfx950_fwd_fp8_hd128_co[];
-extern const uint64_t fp_gfx950_fwd_fp8_hd128_co_size;
-extern const unsigned char fp_gfx950_fwd_fp8_qk192_co[];
-extern const uint64_t fp_gfx950_fwd_fp8_qk192_co_size;
-extern const unsigned char fp_gfx950_quantize_d32_co[];
-extern const uint64_t fp_gfx950_quantize_d32_co_size;
-extern const unsigned char fp_gfx950_quantize_d64_co[];
-extern const uint64_t fp_gfx950_quantize_d64_co_size;
-extern const unsigned char fp_gfx950_quantize_d96_co[];
-extern const uint64_t fp_gfx950_quantize_d96_co_size;
-extern const unsigned char fp_gfx950_quantize_d128_co[];
-extern const uint64_t fp_gfx950_quantize_d128_co_size;
-extern const unsigned char fp_gfx950_quantize_d160_co[];
-extern const uint64_t fp_gfx950_quantize_d160_co_size;
-extern const unsigned char fp_gfx950_quantize_d192_co[];
-extern const uint64_t fp_gfx950_quantize_d192_co_size;
-extern const unsigned char fp_gfx950_quantize_d224_co[];
-extern const uint64_t fp_gfx950_quantize_d224_co_size;
-extern const unsigned char fp_gfx950_quantize_d256_co[];
-extern const uint64_t fp_gfx950_quantize_d256_co_size;
-extern const unsigned char fp_gfx950_merge_state_bf16_bf16_co[];
-extern const uint64_t fp_gfx950_merge_state_bf16_bf16_co_size;
-extern const unsigned char fp_gfx950_merge_state_bf16_f32_co[];
-extern const uint64_t fp_gfx950_merge_state_bf16_f32_co_size;
-extern const unsigned char fp_gfx950_merge_state_f32_bf16_co[];
-extern const uint64_t fp_gfx950_merge_state_f32_bf16_co_size;
-extern const unsigned char fp_gfx950_merge_state_f32_f32_co[];
-extern const uint64_t fp_gfx950_merge_state_f32_f32_co_size;
-extern const unsigned char fp_gfx950_varlen_check_co[];
-extern const uint64_t fp_gfx950_varlen_check_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d32_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d32_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d64_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d64_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d96_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d96_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d128_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d128_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d160_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d160_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d192_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d192_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d224_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d224_co_size;
-extern const unsigned char fp_gfx950_quantize_paged_d256_co[];
-extern const uint64_t fp_gfx950_quantize_paged_d256_co_size;
+/* Each object's image and its size in bytes: fp_gfx950_<name>_co, fp_gfx950_<name>_co_size (hip/code_objects.S). */
+#define FP_GFX950_CODE_OBJECT_EXTERNS(suffix, name)            \
+    extern const unsigned char fp_gfx950_##name##_co[];        \
+    extern const uint64_t fp_gfx950_##name##_co_size;
+FP_GFX950_CODE_OBJECTS(FP_GFX950_CODE_OBJECT_EXTERNS)
+#undef FP_GFX950_CODE_OBJECT_EXTERNS
 
 /* MI355X (gfx950) compute unit: LDS per workgroup, unified VGPR + AGPR file per lane of one wave. */
 #define FP_GFX950_LDS_BYTES (160 * 1024)

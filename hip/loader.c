@@ -20,43 +20,10 @@ static const struct {
     const unsigned char *image;
     const uint64_t *size;
 } code_objects[FP_GFX950_KERNEL_COUNT] = {
-    [FP_GFX950_FWD_BF16_HD128] = {"fwd_bf16_hd128", fp_gfx950_fwd_bf16_hd128_co, &fp_gfx950_fwd_bf16_hd128_co_size},
-    [FP_GFX950_FWD_BF16_QK192] = {"fwd_bf16_qk192", fp_gfx950_fwd_bf16_qk192_co, &fp_gfx950_fwd_bf16_qk192_co_size},
-    [FP_GFX950_FWD_FP8_HD128] = {"fwd_fp8_hd128", fp_gfx950_fwd_fp8_hd128_co, &fp_gfx950_fwd_fp8_hd128_co_size},
-    [FP_GFX950_FWD_FP8_QK192] = {"fwd_fp8_qk192", fp_gfx950_fwd_fp8_qk192_co, &fp_gfx950_fwd_fp8_qk192_co_size},
-    [FP_GFX950_QUANTIZE_D32] = {"quantize_d32", fp_gfx950_quantize_d32_co, &fp_gfx950_quantize_d32_co_size},
-    [FP_GFX950_QUANTIZE_D64] = {"quantize_d64", fp_gfx950_quantize_d64_co, &fp_gfx950_quantize_d64_co_size},
-    [FP_GFX950_QUANTIZE_D96] = {"quantize_d96", fp_gfx950_quantize_d96_co, &fp_gfx950_quantize_d96_co_size},
-    [FP_GFX950_QUANTIZE_D128] = {"quantize_d128", fp_gfx950_quantize_d128_co, &fp_gfx950_quantize_d128_co_size},
-    [FP_GFX950_QUANTIZE_D160] = {"quantize_d160", fp_gfx950_quantize_d160_co, &fp_gfx950_quantize_d160_co_size},
-    [FP_GFX950_QUANTIZE_D192] = {"quantize_d192", fp_gfx950_quantize_d192_co, &fp_gfx950_quantize_d192_co_size},
-    [FP_GFX950_QUANTIZE_D224] = {"quantize_d224", fp_gfx950_quantize_d224_co, &fp_gfx950_quantize_d224_co_size},
-    [FP_GFX950_QUANTIZE_D256] = {"quantize_d256", fp_gfx950_quantize_d256_co, &fp_gfx950_quantize_d256_co_size},
-    [FP_GFX950_MERGE_STATE_BF16_BF16] = {"merge_state_bf16_bf16", fp_gfx950_merge_state_bf16_bf16_co,
-                                      &fp_gfx950_merge_state_bf16_bf16_co_size},
-    [FP_GFX950_MERGE_STATE_BF16_F32] = {"merge_state_bf16_f32", fp_gfx950_merge_state_bf16_f32_co,
-                                      &fp_gfx950_merge_state_bf16_f32_co_size},
-    [FP_GFX950_MERGE_STATE_F32_BF16] = {"merge_state_f32_bf16", fp_gfx950_merge_state_f32_bf16_co,
-                                      &fp_gfx950_merge_state_f32_bf16_co_size},
-    [FP_GFX950_MERGE_STATE_F32_F32] = {"merge_state_f32_f32", fp_gfx950_merge_state_f32_f32_co,
-                                      &fp_gfx950_merge_state_f32_f32_co_size},
-    [FP_GFX950_VARLEN_CHECK] = {"varlen_check", fp_gfx950_varlen_check_co, &fp_gfx950_varlen_check_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D32] = {"quantize_paged_d32", fp_gfx950_quantize_paged_d32_co,
-                                      &fp_gfx950_quantize_paged_d32_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D64] = {"quantize_paged_d64", fp_gfx950_quantize_paged_d64_co,
-                                      &fp_gfx950_quantize_paged_d64_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D96] = {"quantize_paged_d96", fp_gfx950_quantize_paged_d96_co,
-                                      &fp_gfx950_quantize_paged_d96_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D128] = {"quantize_paged_d128", fp_gfx950_quantize_paged_d128_co,
-                                      &fp_gfx950_quantize_paged_d128_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D160] = {"quantize_paged_d160", fp_gfx950_quantize_paged_d160_co,
-                                      &fp_gfx950_quantize_paged_d160_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D192] = {"quantize_paged_d192", fp_gfx950_quantize_paged_d192_co,
-                                      &fp_gfx950_quantize_paged_d192_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D224] = {"quantize_paged_d224", fp_gfx950_quantize_paged_d224_co,
-                                      &fp_gfx950_quantize_paged_d224_co_size},
-    [FP_GFX950_QUANTIZE_PAGED_D256] = {"quantize_paged_d256", fp_gfx950_quantize_paged_d256_co,
-                                      &fp_gfx950_quantize_paged_d256_co_size},
+#define FP_GFX950_CODE_OBJECT_ENTRY(suffix, name) \
+    [FP_GFX950_##suffix] = {#name, fp_gfx950_##name##_co, &fp_gfx950_##name##_co_size},
+    FP_GFX950_CODE_OBJECTS(FP_GFX950_CODE_OBJECT_ENTRY)
+#undef FP_GFX950_CODE_OBJECT_ENTRY
 };
 
 /* Nodes of MI355X carry 8 GPUs; an ordinal past the table is refused rather than given another's modules. */
