@@ -14,6 +14,7 @@ import bench_varlen  # noqa: E402
 import records  # noqa: E402
 import timing  # noqa: E402
 import bench_varlen_cases as vc  # noqa: E402
+from flashprefill import prepare  # noqa: E402
 from flashprefill.reference import attention_reference, relative_l2  # noqa: E402
 from varlen_arrays import NumpyOps  # noqa: E402
 from varlen_standins import attention_varlen  # noqa: E402
@@ -109,7 +110,7 @@ def test_paged_rows_put_key_j_where_the_abi_reads_it(rng, page_size):
 @pytest.mark.parametrize("tokens, heads", [(1, 1), (bench_varlen.DRY_RUN_TOKENS, bench_varlen.DRY_RUN_HEADS)])
 def test_groups_pair_only_implementations_they_time(tokens, heads):
     groups = vc.groups(tokens, heads)
-    assert len(groups) == 6 and len({g.shape for g in groups}) == 6
+    assert len(groups) == 7 and len({g.shape for g in groups}) == 7
     for g in groups:
         names = vc.implementations(g)
         assert all(ours in names and set(peers) <= set(names) for ours, peers in vc.pairs(g))
@@ -122,10 +123,16 @@ def test_groups_pair_only_implementations_they_time(tokens, heads):
     if (tokens, heads) == (1, 1):
         assert [g.shape for g in groups] == [
             "hd128 32/8 varlen 16x4k", "hd128 32/8 varlen 64k lognormal 1k", "hd128 32/8 chunk 2k on 30k b4",
-            "mla 192/128 16h varlen 16x4k", "mla 192/128 16h varlen 64k lognormal 1k",
+            "hd128 32/8 varlen 4x4k", "mla 192/128 16h varlen 16x4k", "mla 192/128 16h varlen 64k lognormal 1k",
             "mla 192/128 16h chunk 2k on 30k b4"]
         assert "flashprefill fp8 16x4k" in vc.implementations(groups[1])
         assert 0.3 < mixed.flops / square.flops < 3  # the equal-length path does comparable work
+    # bf16 q against the fp8 cache: in every group of dim_qk 128 (its kernels' dim), beside both fp8 peers
+    for g in groups:
+        has = vc.BF16_Q_NAME in vc.implementations(g)
+        assert has == (g.problem.dim_qk == 128)
+        assert ((vc.BF16_Q_NAME, ("FA3 fp8 varlen",)) in vc.pairs(g)) == has
+    assert groups[3].problem.lengths_q == (4096 // tokens,) * 4 and groups[3].equal is None
 
 
 def _timed(ms, flops):
@@ -186,6 +193,24 @@ def test_inputs_quantize_per_sequence_and_page_the_same_codes(rng):
                                                                                           cache["table"])]
         assert np.array_equal(rows.view(np.uint8), x[name][vc.key_rows(problem.capacity_k, problem.lengths_k)]
                               .view(np.uint8))
+
+
+def test_rotated_k_codes_keep_q_dot_k(rng):
+    """The bf16 q form's k: codes of k @ H (H = prepare.hadamard(dim, seed)), so that the kernel's rotation of q by
+    the same signs (prepare.transform) leaves q.k as it was; fp8 rounding aside."""
+    ops = NumpyOps()
+    problem = vc.Problem(4, 2, 128, 128, (40, 70), (40, 70), (40, 70))
+    seed = int(rng.integers(2**31))
+    x = bench_varlen.make_inputs(problem, (), seed, ops)
+    owner = vc.token_sequences(problem.capacity_k)
+    k_rot = np.asarray(x["k8r"], dtype=np.float32) * x["kdr"][owner][:, :, None]
+    q_rot = prepare.transform_varlen(x["q"], vc.cu_seqlens(problem.lengths_q).tolist(), x["signs"])
+    q, k = np.asarray(x["q"], dtype=np.float32), np.asarray(x["k"], dtype=np.float32)
+    scores = np.einsum("qhd,khd->hqk", q[:40, ::2], k[:40])  # sequence 0, query heads 0 and 2 against kv heads 0, 1
+    rotated = np.einsum("qhd,khd->hqk", q_rot[:40, ::2], k_rot[:40])
+    assert relative_l2(rotated, scores) < 0.05  # e4m3's rounding of k
+    assert relative_l2(np.einsum("qhd,khd->hqk", q[:40, ::2], k_rot[:40]), scores) > 0.5  # unrotated q: unrelated
+    assert "k8r" not in bench_varlen.make_inputs(vc.Problem(4, 2, 192, 128, (8,), (8,), (8,)), (), seed, ops)
 
 
 def test_stand_in_attention_is_attention(rng):

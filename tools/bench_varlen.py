@@ -8,6 +8,8 @@ Groups (tools/bench_varlen_cases.py), each timed in the same interleaved rounds 
                 with a power-of-two scale per page), and our equal-length path at 16 x 4k;
   chunked       4 sequences of 2k new queries on 30k cached keys (bottom-right causal; each sequence's rows hold
                 2k more than it uses: seqused_k), contiguous and paged;
+  bf16 q        at hd128 (in each group, and 4 x 4k of its own): q in bf16 against the fp8 cache of k rotated, our
+                kernel rotating and rounding q itself (what an engine's call costs), against FA3 given fp8 codes;
 each at hd128 32/8 and DeepSeek's 192/128 with 16 heads, fp8 (every implementation on the same e4m3 codes with
 one factor per sequence and KV head, FA3's convention, given to FA3 for free; ours with its default scores) and bf16.
 Reported: TFLOP/s per call and back to back (work = exact causal FLOPs per sequence, varlen_cases), each output's
@@ -40,6 +42,7 @@ import timing  # noqa: E402
 import bench_varlen_cases as varlen_cases  # noqa: E402
 import varlen_peers  # noqa: E402
 from varlen_arrays import E4M3_MAX  # noqa: E402
+from flashprefill import prepare  # noqa: E402  (numpy only: no library loaded)
 
 INPUT_SETS = 3
 DRY_RUN_TOKENS, DRY_RUN_HEADS = 32, 8  # what the dry run divides token counts and heads by
@@ -57,15 +60,26 @@ def make_inputs(problem, page_sizes, seed, ops):
          "uses_seqused": p.uses_seqused, "cu_q": ops.asarray(varlen_cases.cu_seqlens(p.lengths_q), "int32"),
          "cu_k": ops.asarray(varlen_cases.cu_seqlens(p.capacity_k), "int32"),
          "used_k": ops.asarray(p.lengths_k, "int32"), "pages": {}}
+
+    def codes(t, lengths):
+        """e4m3 codes of t (rows, heads, dim) and their factors, one per sequence and KV head."""
+        sequence = ops.asarray(varlen_cases.token_sequences(lengths), "int64")
+        groups = t.reshape(sum(lengths), p.heads_kv, -1)  # the heads of one KV group side by side
+        descale = ops.clip(ops.segment_amax(ops.amax(abs(groups), 2), sequence, batch) / E4M3_MAX, 1e-12, None)
+        return ops.cast(ops.clip(groups / descale[sequence][:, :, None], -E4M3_MAX, E4M3_MAX).reshape(t.shape),
+                        "fp8"), descale
+
     for i, (name, lengths, heads, dim) in enumerate((("q", p.lengths_q, p.heads_q, p.dim_qk),
                                                      ("k", p.capacity_k, p.heads_kv, p.dim_qk),
                                                      ("v", p.capacity_k, p.heads_kv, p.dim_v))):
-        sequence = ops.asarray(varlen_cases.token_sequences(lengths), "int64")
         t = ops.randn((sum(lengths), heads, dim), 3 * seed + i)
-        groups = t.reshape(sum(lengths), p.heads_kv, -1)  # the heads of one KV group side by side
-        descale = ops.clip(ops.segment_amax(ops.amax(abs(groups), 2), sequence, batch) / E4M3_MAX, 1e-12, None)
-        codes = ops.clip(groups / descale[sequence][:, :, None], -E4M3_MAX, E4M3_MAX).reshape(t.shape)
-        x[name + "8"], x[name + "d"], x[name] = ops.cast(codes, "fp8"), descale, ops.cast(t, "bf16")
+        (x[name + "8"], x[name + "d"]), x[name] = codes(t, lengths), ops.cast(t, "bf16")
+    if varlen_cases.takes_bf16_q(p):
+        # k rotated as flashprefill.quantize_fp8(k, signs=...) rotates it (k @ H, H = hadamard(dim, seed)) and
+        # rounded; q stays bf16 and the kernel rotates it with the same signs, so that q.k is unchanged
+        h = ops.asarray(prepare.hadamard(p.dim_qk, seed).astype(np.float32), "float32")
+        x["k8r"], x["kdr"] = codes(ops.cast(x["k"], "float32") @ h, p.capacity_k)
+        x["signs"] = ops.asarray(prepare.rotation_signs(p.dim_qk, seed), "float32")
     used_rows = ops.asarray(varlen_cases.key_rows(p.capacity_k, p.lengths_k), "int64")
     for page in page_sizes:
         table, num_pages = varlen_cases.page_table(p.lengths_k, page, seed)

@@ -128,13 +128,26 @@ class Group:
     page_sizes: tuple = (64, 256)
 
 
+BF16_Q_DIM = 128  # the dim_qk of the kernels that take a bf16 q against fp8 k and v
+BF16_Q_NAME = "flashprefill fp8 varlen, bf16 q"
+
+
+def takes_bf16_q(problem):
+    """Whether a problem is timed with q in bf16 against the fp8 cache too (what an engine's call costs when the
+    kernel rotates and rounds q itself)."""
+    return problem.dim_qk == BF16_Q_DIM
+
+
 def implementations(group):
     """{name: (library, dtype, form, page_size)} of a group, in the order they are timed; form is "varlen",
-    "paged", "paged scales" (ours fp8 only: the cache's own form, varlen_peers) or "equal"."""
+    "varlen bf16 q" (ours: bf16 q rotated and rounded by the kernel against rotated fp8 k, varlen_peers), "paged",
+    "paged scales" (ours fp8 only: the cache's own form, varlen_peers) or "equal"."""
     names = {}
     for dtype in ("fp8", "bf16"):
         for library in ("flashprefill", "FA3"):
             names[f"{library} {dtype} varlen"] = (library, dtype, "varlen", None)
+            if (library, dtype) == ("flashprefill", "fp8") and takes_bf16_q(group.problem):
+                names[BF16_Q_NAME] = (library, dtype, "varlen bf16 q", None)
             for page in group.page_sizes:
                 names[f"{library} {dtype} paged {page}"] = (library, dtype, "paged", page)
                 if (library, dtype) == ("flashprefill", "fp8"):
@@ -158,6 +171,8 @@ def pairs(group):
     for dtype in ("fp8", "bf16"):
         varlen = f"flashprefill {dtype} varlen"
         out.append((varlen, (f"FA3 {dtype} varlen",)))
+        if dtype == "fp8" and takes_bf16_q(group.problem):
+            out += [(BF16_Q_NAME, ("FA3 fp8 varlen",)), (BF16_Q_NAME, (varlen,))]
         if group.equal is not None:
             out.append((varlen, (equal_name(dtype, group.equal),)))
         for page in group.page_sizes:
@@ -184,7 +199,7 @@ def groups(token_scale=1, head_scale=1, seed=0):
     Chunked prefill: 4 sequences of 2k new queries on 30k cached keys (32k keys seen, bottom-right), each sequence's
     rows holding 2k more (seqused_k), contiguous and paged. The dry run's numpy stand-ins take the groups smaller:
     token_scale divides every token count (not the 16-token floor nor the page sizes), head_scale the heads (and
-    the names say so)."""
+    the names say so). bf16 q against the fp8 cache (takes_bf16_q): in every hd128 group, and at 4 x 4k of its own."""
     mixed = sample_lengths(65536 // token_scale, 1024 // token_scale, 16, 16384 // token_scale, seed)
     equal = ((4096 // token_scale,) * 16,) * 3
     batch, new, cached, spare = 4, 2048 // token_scale, 30720 // token_scale, 2048 // token_scale
@@ -199,4 +214,7 @@ def groups(token_scale=1, head_scale=1, seed=0):
         out.append(Group(f"{tag} chunk {tokens(new)} on {tokens(cached)} b{batch}",
                          Problem(hq, hkv, dqk, dv, (new,) * batch, (cached + new,) * batch,
                                  (cached + new + spare,) * batch)))
+        if dqk == BF16_Q_DIM:
+            four = ((4096 // token_scale,) * 4,) * 3
+            out.append(Group(f"{tag} varlen 4x{tokens(four[0][0])}", Problem(hq, hkv, dqk, dv, *four), None, ()))
     return out

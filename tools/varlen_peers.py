@@ -5,7 +5,9 @@ k and v), its equal-length attention, and FlashAttention-3's flash_attn_varlen_f
 stand-ins of tools/varlen_standins.py in a dry run; nothing here imports torch.
 
 inputs (bench_varlen.make_inputs): q, k, v (bf16) and q8, k8, v8 (fp8 e4m3) in the varlen layout, FA3-style
-descales qd, kd, vd (float32, (batch, heads_kv): one factor per sequence and KV head), cu_q, cu_k, used_k (int32),
+descales qd, kd, vd (float32, (batch, heads_kv): one factor per sequence and KV head), where bench_varlen_cases
+.takes_bf16_q the codes k8r of k rotated (k @ prepare.hadamard(dim_qk, seed)) with their descales kdr and the
+rotation's signs (float32 (dim_qk,)), cu_q, cu_k, used_k (int32),
 max_q, max_k, lengths_q, uses_seqused, and pages[page_size] = {table, k, v, k8, v8}: the same codes in a paged cache,
 with q8p, k8p, v8p and their exponents qe, ke, ve: the cache's own fp8 form (bench_varlen.page_scales).
 Every fp8 implementation gets the same codes and factors; run() returns the output, (total_q, heads_q, dim_v) bf16
@@ -40,14 +42,17 @@ def _codes(x, dtype):
 def flashprefill_varlen(libs, spec, x):
     """attention_varlen on contiguous k, v (seqused_k where the problem has spare rows) or on the paged cache, fp8
     with the factors every fp8 implementation takes or ("paged scales") in the cache's own form: codes and
-    power-of-two descales per page (k, v) and per block of page_size tokens (q), BlockScales."""
+    power-of-two descales per page (k, v) and per block of page_size tokens (q), BlockScales; "varlen bf16 q": q in
+    bf16 against the rotated k's codes, the kernel rotating and rounding q (q_rotation_signs)."""
     fp, ops = libs.fp, libs.ops
     _, dtype, form, page = spec
     if not hasattr(fp, "attention_varlen"):
         raise PeerUnavailable("this flashprefill has no attention_varlen (its Python binding predates 0.10.0)")
     q, k, v, kw = _codes(x, dtype)
     cu_k = x["cu_k"]
-    if form == "varlen":
+    if form == "varlen bf16 q":  # q as bf16, rotated and rounded by the kernel, against the rotated k's codes
+        q, k, kw = x["q"], x["k8r"], dict(k_descale=x["kdr"], v_descale=x["vd"], q_rotation_signs=x["signs"])
+    if form in ("varlen", "varlen bf16 q"):
         if x["uses_seqused"]:
             kw.update(seqused_k=x["used_k"])
     else:
@@ -116,7 +121,8 @@ def fa3_paged(libs, spec, x):
 
 
 SETUPS = {("flashprefill", "varlen"): flashprefill_varlen, ("flashprefill", "paged"): flashprefill_varlen,
-          ("flashprefill", "paged scales"): flashprefill_varlen, ("flashprefill", "equal"): flashprefill_equal,
+          ("flashprefill", "paged scales"): flashprefill_varlen, ("flashprefill", "varlen bf16 q"): flashprefill_varlen,
+          ("flashprefill", "equal"): flashprefill_equal,
           ("FA3", "varlen"): fa3_varlen, ("FA3", "paged"): fa3_paged}
 
 

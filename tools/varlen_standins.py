@@ -12,7 +12,7 @@ heads_kv) per page of a paged k or v.
 """
 import numpy as np
 
-from flashprefill import BlockScales, Error, Status
+from flashprefill import BlockScales, Error, Status, prepare
 
 
 def _row_descales(descale, b, positions, heads, pages=None):
@@ -89,9 +89,11 @@ class Flashprefill:
     @staticmethod
     def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, seqused_k=None,
                          block_table=None, causal=True, softmax_scale=None, q_descale=None, k_descale=None,
-                         v_descale=None, out=None, workspace=None, check=False, **kwargs):
+                         v_descale=None, out=None, workspace=None, check=False, q_rotation_signs=None, **kwargs):
         if not causal or out is None or workspace is None:
             raise ValueError("the stand-in takes what the benchmark passes: causal, out and workspace given")
+        if q_rotation_signs is not None:  # bf16 q, rotated as the kernel does (its rounding to e4m3 left out)
+            q = prepare.transform_varlen(q, np.asarray(cu_seqlens_q).tolist(), q_rotation_signs)
         return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table,
                                 (q_descale, k_descale, v_descale), softmax_scale, out)
 
