@@ -5,11 +5,11 @@ k and v), its equal-length attention, and FlashAttention-3's flash_attn_varlen_f
 stand-ins of tools/varlen_standins.py in a dry run; nothing here imports torch.
 
 inputs (bench_varlen.make_inputs): q, k, v (bf16) and q8, k8, v8 (fp8 e4m3) in the varlen layout, FA3-style
-descales qd, kd, vd (float32, (batch, heads_kv): one factor per sequence and KV head), where bench_varlen_cases
-.takes_bf16_q the codes k8r of k rotated (k @ prepare.hadamard(dim_qk, seed)) with their descales kdr and the
-rotation's signs (float32 (dim_qk,)), cu_q, cu_k, used_k (int32),
+descales qd, kd, vd (float32, (batch, heads_kv): one factor per sequence and KV head), cu_q, cu_k, used_k (int32),
 max_q, max_k, lengths_q, uses_seqused, and pages[page_size] = {table, k, v, k8, v8}: the same codes in a paged cache,
-with q8p, k8p, v8p and their exponents qe, ke, ve: the cache's own fp8 form (bench_varlen.page_scales).
+with q8p, k8p, v8p and their exponents qe, ke, ve: the cache's own fp8 form (bench_varlen.page_scales); where
+takes_bf16_q (bench_varlen_cases), k8r and kdr: the codes and descales of k rotated (k @ prepare.hadamard(dim_qk,
+seed)), with the rotation's signs (float32 (dim_qk,)).
 Every fp8 implementation gets the same codes and factors; run() returns the output, (total_q, heads_q, dim_v) bf16
 ((batch, seq, heads_q, dim_v) for the equal-length path). A setup raises PeerUnavailable with the reason where a
 library is missing or refuses the form (setup).
