@@ -431,11 +431,12 @@ def _from_torch(obj, stream):
 
 def adapt(obj, name, stream, writable=False):
     """The Tensor of `obj`, its data ready for work enqueued on `stream` (a cudaStream_t handle, int; None when
-    nothing will read the data, so no synchronisation is asked for)."""
-    _check_device_array(obj, name)
+    nothing will read the data, so no synchronisation is asked for). A torch GPU tensor is read before the
+    generic checks, which it passes: a varlen call adapts ten arrays."""
     direct = _from_torch(obj, stream)
     if direct is not None:
         return direct
+    _check_device_array(obj, name)
     if _uses_dlpack(obj):
         _dlpack_device(obj, name)
         return tensor_from_capsule(_export_dlpack(obj, stream), obj, name, writable)
@@ -445,9 +446,13 @@ def adapt(obj, name, stream, writable=False):
 def torch_current_stream(device):
     """torch's current cudaStream_t on `device` (an int), through torch's raw accessor where it has one: the
     public torch.cuda.current_stream builds a Stream object, several microseconds a call."""
-    torch = sys.modules["torch"]
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    raw = _torch_raw_stream()
+    return raw(device) if raw is not None else sys.modules["torch"].cuda.current_stream(device).cuda_stream
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_raw_stream():
+    return getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
 
 
 def is_torch(obj):

@@ -76,7 +76,8 @@ def _max_seqlen(value, name):
 
 def _index_array(obj, name, stream, keep):
     """The Tensor of a contiguous int32 device array (offsets, lengths, page ids)."""
-    _arrays.backend_of(obj, name)  # host arrays and non-arrays: their own TypeError
+    if not (_arrays.is_torch(obj) and obj.is_cuda):  # a torch GPU tensor is a device array
+        _arrays.backend_of(obj, name)  # host arrays and non-arrays: their own TypeError
     try:
         t = _adapt(obj, name, stream, keep)
     except TypeError as e:
@@ -140,7 +141,7 @@ def _kv_views(qt, kt, vt, paged):
 
 def _batch_view(t):
     """A 3-d (tokens, heads, dim) Tensor as the ABI's 4-d one of batch stride 0 (varlen: *_stride_batch unused)."""
-    return dataclasses.replace(t, shape=(1, *t.shape), strides=(0, *t.strides))
+    return _arrays.Tensor(t.ptr, (1, *t.shape), (0, *t.strides), t.dtype, t.device, t.source, t.imported)
 
 
 def _q_against_fp8(qt, kt, vt, q_rotation_signs, stream, keep):
