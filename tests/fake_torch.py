@@ -1,7 +1,6 @@
 """A stand-in for the few parts of torch that flashprefill's array adapter reads of a torch tensor (python/flashprefill
 /_arrays.py: _from_torch, torch_current_stream, is_torch), so that its torch path runs on a host without torch or a
-GPU. install(monkeypatch) puts it in sys.modules["torch"] for one test."""
-import sys
+GPU: module() goes into sys.modules["torch"] for a test, with clear_caches() before and after it."""
 import types
 
 from flashprefill import _arrays
@@ -47,14 +46,11 @@ def module():
     torch.Tensor = Tensor
     for name in _arrays.ITEMSIZE:
         setattr(torch, name, Dtype(name))
-    torch.float64 = Dtype("float64")  # a dtype the library does not take
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: CURRENT_STREAM)
     return torch
 
 
 def clear_caches():
     """The adapter's caches of what it read of torch (dtypes, the raw stream accessor): cleared around a test."""
-    for name in ("_torch_dtypes", "_torch_raw_stream"):
-        cached = getattr(_arrays, name, None)
-        if cached is not None:
-            cached.cache_clear()
+    _arrays._torch_dtypes.cache_clear()
+    _arrays._torch_raw_stream.cache_clear()
