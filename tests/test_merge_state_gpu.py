@@ -17,7 +17,8 @@ import markers
 from flashprefill.reference import attention_reference, error_report, relative_l2
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
-from merge_state_bounds import check_merge, check_nonfinite, nonfinite_parts, rounded  # noqa: E402
+from merge_state_bounds import (DTYPE_PAIR_IDS, DTYPE_PAIRS, check_merge, check_nonfinite,  # noqa: E402
+                                nonfinite_parts, rounded)
 
 pytestmark = pytest.mark.gpu
 
@@ -30,8 +31,6 @@ SHAPES = {
     "dim 8: 256 rows a CTA": (1, 600, 2, 8),
     "dim 2056: rows longer than a CTA": (1, 3, 2, 2056),
 }
-DTYPES = [("bfloat16", "bfloat16"), ("float32", "float32"), ("bfloat16", "float32"), ("float32", "bfloat16")]
-DTYPE_IDS = [f"{a}-{b}" for a, b in DTYPES]
 SENTINEL = 1000.0  # a finite poison, exact in bf16, where NaN is an expected output
 
 
@@ -53,7 +52,7 @@ def _poisoned(shape, dtype, pad=0, value=np.nan):
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["contiguous", "padded rows"])
-@pytest.mark.parametrize("dtypes", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dtypes", DTYPE_PAIRS, ids=DTYPE_PAIR_IDS)
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_matches_the_reference(rng, shape, dtypes, padded):
     in_dtype, out_dtype = dtypes
@@ -103,7 +102,7 @@ def test_last_error_cleared_by_a_success(rng):
     assert library.flashprefill_last_error() == b""
 
 
-@pytest.mark.parametrize("dtypes", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dtypes", DTYPE_PAIRS, ids=DTYPE_PAIR_IDS)
 def test_rows_that_are_not_finite(rng, dtypes):
     """The rows of merge_state_bounds.nonfinite_parts. Outputs poisoned with a finite value, so that an expected NaN
     proves the element written."""

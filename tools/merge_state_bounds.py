@@ -15,6 +15,9 @@ from flashprefill.reference import error_report, merge_state_reference, relative
 from gfx950_bounds import Verdict
 
 LSE_RELATIVE = 2.0**-22
+# The (in, out) dtypes flashprefill_merge_state takes, and their test ids
+DTYPE_PAIRS = [("bfloat16", "bfloat16"), ("float32", "float32"), ("bfloat16", "float32"), ("float32", "bfloat16")]
+DTYPE_PAIR_IDS = [f"{a}-{b}" for a, b in DTYPE_PAIRS]
 
 
 def rounded(x, dtype):
