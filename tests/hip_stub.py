@@ -1,5 +1,7 @@
 """Builds tests/hip_stub.c, the stand-in libamdhip64.so that lets the gfx950 library load and launch on a machine
-without ROCm (it records the launches instead of running them), and the C probes that call the library on it."""
+without ROCm (it records the launches instead of running them), and the C probes that call the library on it;
+runs a command with the stub on its library path."""
+import os
 import pathlib
 import subprocess
 
@@ -12,6 +14,13 @@ def build(directory):
     subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so", "-o",
                     str(pathlib.Path(directory) / "libamdhip64.so"), str(ROOT / "tests" / "hip_stub.c")], check=True)
     return directory
+
+
+def run(directory, args, **env):
+    """The stdout of `args` run with the stub built in `directory` on its library path (and `env` beside it); a
+    failing command raises with its output."""
+    return subprocess.run([str(a) for a in args], env={**os.environ, "LD_LIBRARY_PATH": str(directory), **env},
+                          capture_output=True, text=True, check=True).stdout
 
 
 def stand_in_address(i):

@@ -5,7 +5,6 @@ for libamdhip64.so) the modules loaded once per device. The library exports only
 check (hip/code_object_check.c) is compiled here on its own into a probe library."""
 import ctypes
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -298,9 +297,8 @@ def test_modules_are_loaded_per_device(lib, tmp_path):
     """Each device ordinal gets the code objects loaded while it is current, once; a launch uses the current
     device's modules; an ordinal past the loader's table is refused, not given another device's modules."""
     hip_stub.build(tmp_path)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": str(ROOT / "python")}
-    out = subprocess.run([sys.executable, "-c", _PER_DEVICE_SCRIPT, str(LIBRARY), str(ROOT / "tests")], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = hip_stub.run(tmp_path, [sys.executable, "-c", _PER_DEVICE_SCRIPT, LIBRARY, ROOT / "tests"],
+                       PYTHONPATH=str(ROOT / "python"))
     steps = json.loads(out)
     kernels = len(list((ROOT / "asm" / "gfx950").glob("*.s")))  # code objects embedded (hip/loader.c), one a .s
     (d0, s0, _, loads0, launches0), (d1, s1, _, loads1, launches1), (_, s2, _, loads2, launches2), \
@@ -335,9 +333,7 @@ def test_workspace_error_reads_the_check_verdict(tmp_path):
     """flashprefill_workspace_error on gfx950 reads the header the check kernel wrote (hipMemcpy) and words it as the
     Hopper library does."""
     hip_stub.build(tmp_path)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", _WORKSPACE_ERROR_SCRIPT, str(LIBRARY)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = hip_stub.run(tmp_path, [sys.executable, "-c", _WORKSPACE_ERROR_SCRIPT, LIBRARY])
     (s0, e0, m0), (s1, e1, m1), (s2, e2, m2) = json.loads(out)
     assert (s0, e0, m0) == (Status.SUCCESS, 0, "valid")
     assert (s1, e1) == (Status.SUCCESS, 6) and m1 == ("block_table holds a page id outside [0, num_pages): sequence 3, "

@@ -9,9 +9,7 @@ timing, and anything of the hardware the emulator does not model (its v_exp_f32 
 the chip's are within 1 ulp: the float32 bound leaves 2^-21 for that)."""
 import ctypes
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import ml_dtypes
@@ -62,9 +60,7 @@ def stub(tmp_path_factory):
 
 def _call(stub, params):
     """flashprefill_merge_state(params) through the gfx950 library and the stub: (status, error, grid, kernarg)."""
-    env = {**os.environ, "LD_LIBRARY_PATH": str(stub), "PYTHONPATH": str(PYTHON)}
-    out = subprocess.run([sys.executable, "-c", _CALL_SCRIPT, str(LIBRARY), json.dumps(params)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = hip_stub.run(stub, [sys.executable, "-c", _CALL_SCRIPT, LIBRARY, json.dumps(params)], PYTHONPATH=str(PYTHON))
     status, error, grid, kernarg = json.loads(out)
     return Status(status), error, tuple(grid), bytes.fromhex(kernarg)
 

@@ -4,9 +4,7 @@ a flashprefill_quantize_paged call (addresses, strides in bytes, the packed form
 code_max split), read back from the stub with the grid and the number of launches. The calls are made in C
 (tests/quantize_launch_probe.c) so that the params are the header's own."""
 import ctypes
-import os
 import pathlib
-import subprocess
 
 import numpy as np
 import pytest
@@ -34,9 +32,7 @@ def probe(tmp_path_factory):
     hip_stub.build_probe(directory, "quantize_launch_probe.c", LIBRARY)
 
     def run(mode):
-        env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
-        out = subprocess.run([str(directory / "probe"), mode], env=env, capture_output=True, text=True, check=True)
-        status, error, grid, kernarg = out.stdout.split("\n")[:4]
+        status, error, grid, kernarg = hip_stub.run(directory, [directory / "probe", mode]).split("\n")[:4]
         *grid, launches = map(int, grid.split())
         return int(status), error, tuple(grid), launches, bytes.fromhex(kernarg)
     return run

@@ -4,9 +4,7 @@ batch strides 0, the grid over the longest sequence; a paged cache's table, page
 from the stub; pages of other than a power of two tokens refused as NOT_SUPPORTED. The call is made in C
 (tests/varlen_launch_probe.c) so that the params are the header's own."""
 import ctypes
-import os
 import pathlib
-import subprocess
 
 import pytest
 
@@ -32,9 +30,7 @@ def probe(tmp_path_factory):
     hip_stub.build_probe(directory, "varlen_launch_probe.c", LIBRARY)
 
     def run(*mode):
-        env = {**os.environ, "LD_LIBRARY_PATH": str(directory)}
-        out = subprocess.run([str(directory / "probe"), *mode], env=env, capture_output=True, text=True, check=True)
-        status, error, grid, kernarg, check = out.stdout.split("\n")[:5]
+        status, error, grid, kernarg, check = hip_stub.run(directory, [directory / "probe", *mode]).split("\n")[:5]
         return int(status), error, tuple(map(int, grid.split())), bytes.fromhex(kernarg), bytes.fromhex(check)
     return run
 

@@ -4,10 +4,8 @@ the check's verdict through the gfx950 library's flashprefill_workspace_error (w
 libamdhip64.so). The device path (torch or CuPy for ROCm, HIP events, aiter launches through libamdhip64) has never
 run: no AMD GPU was available."""
 import json
-import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -227,10 +225,8 @@ def test_verdict_read_through_the_library(tmp_path):
     if not library.exists():
         pytest.fail(f"{library} is missing: run `make amd`")
     hip_stub.build(tmp_path)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": str(ROOT / "python"),
-           "FLASHPREFILL_GFX950_LIBRARY": str(library)}
-    out = subprocess.run([sys.executable, "-c", _VERDICT_SCRIPT, str(ROOT / "tools")], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = hip_stub.run(tmp_path, [sys.executable, "-c", _VERDICT_SCRIPT, ROOT / "tools"],
+                       PYTHONPATH=str(ROOT / "python"), FLASHPREFILL_GFX950_LIBRARY=str(library))
     valid, page, keys = json.loads(out)
     assert valid == [0, 0, 0, "valid"]
     assert page[:3] == [6, 3, 99] and page[3].startswith("block_table holds a page id outside [0, num_pages)")
