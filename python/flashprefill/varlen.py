@@ -76,8 +76,6 @@ def _max_seqlen(value, name):
 
 def _index_array(obj, name, stream, keep):
     """The Tensor of a contiguous int32 device array (offsets, lengths, page ids)."""
-    if not (_arrays.is_torch(obj) and obj.is_cuda):  # a torch GPU tensor is a device array
-        _arrays.backend_of(obj, name)  # host arrays and non-arrays: their own TypeError
     try:
         t = _adapt(obj, name, stream, keep)
     except TypeError as e:
