@@ -46,6 +46,7 @@ from flashprefill import prepare  # noqa: E402  (numpy only: no library loaded)
 
 INPUT_SETS = 3
 DRY_RUN_TOKENS, DRY_RUN_HEADS = 32, 8  # what the dry run divides token counts and heads by
+COOLDOWN_S = 20.0  # idle before each group: the 4 x 4k ratios moved by 0.1 after the long groups without it
 # the output the others are compared with: the first of these that ran
 REFERENCES = ("FA3 bf16 varlen", "flashprefill bf16 varlen")
 
@@ -222,6 +223,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="default 4 (2 with --dry-run)")
     ap.add_argument("--launches", type=int, default=None, help="default 10 (1 with --dry-run)")
     ap.add_argument("--groups", default=None, help="only the groups whose name contains this text, e.g. chunk")
+    ap.add_argument("--cooldown", type=float, default=None,
+                    help=f"seconds idle before each group, so that its ratios do not depend on the groups before it "
+                         f"(the GPU's clock under its power limit follows its temperature; default {COOLDOWN_S:g}, 0 "
+                         f"with --dry-run)")
     ap.add_argument("--dry-run", action="store_true",
                     help=f"numpy stand-ins, no GPU; token counts divided by {DRY_RUN_TOKENS}, heads by {DRY_RUN_HEADS}")
     args = ap.parse_args()
@@ -248,7 +253,10 @@ def main():
     record = {"date": run[0], "commit": run[1], "device": device, "tool": tool, "rounds": args.rounds,
               "launches": args.launches, "groups": []}
     os.makedirs(out, exist_ok=True)
+    cooldown_s = args.cooldown if args.cooldown is not None else 0.0 if args.dry_run else COOLDOWN_S
+    record["cooldown_s"] = cooldown_s
     for g in groups:  # the record is written after every group: a failure later leaves the groups before it
+        time.sleep(cooldown_s)
         record["groups"].append(bench_group(g, libs, clock, args.rounds, args.launches, idle_s))
         record["seconds"] = round(time.perf_counter() - began, 1)
         rows = records.varlen_rows(record, run)
