@@ -297,6 +297,28 @@ __device__ __forceinline__ void fence_registers(uint32_t (&r)[N])
         "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),           \
         "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
+// The 32 fp32 accumulators of an m64n64 tile as asm operands %0..%31.
+#define FP_WGMMA_D32                                                                                          \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FP_WGMMA_D32_OPERANDS(d)                                                                              \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// wgmma.mma_async m64n64k16 f32 += bf16 * bf16, A and B K-major in shared memory (a bf16 q's rotation).
+// scale_d = 0 overwrites the accumulators.
+__device__ __forceinline__ void wgmma_m64n64k16_f32_bf16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                            uint32_t scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FP_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : FP_WGMMA_D32_OPERANDS(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // wgmma.mma_async m64n128k16 f32 += bf16 * bf16, A from registers (4 x bf16x2, the A fragment layout),
 // B from shared memory: K-major (kTransB = 0, as K is stored for Q K^T) or MN-major (kTransB = 1, as V is
 // stored for P V). scale_d = 0 overwrites the accumulators.

@@ -164,6 +164,24 @@ def test_o_stored_16_bytes_a_store(sass, dtype):
     assert (len(wide), len(narrow)) == (8, 2), f"{dtype}: {len(wide)} STG.E.128 and {len(narrow)} STG.E"
 
 
+# The kernels that round a bf16 q against fp8 k and v themselves (varlen, e4m3 P, dim_qk 128): 128-key tiles with
+# float32 scores, 192-key tiles with float16 scores.
+BF16_Q_KERNELS = {f"{keys} keys": f"flashprefill_probabilities0ELi{keys}EL19flashprefill_scores{scores}ELb0ELb1ELb1E"
+                  for keys, scores in ((128, 2), (192, 1))}
+
+
+@pytest.mark.parametrize("kernel", list(BF16_Q_KERNELS))
+def test_bf16_q_rotated_on_the_tensor_cores(sass, kernel):
+    """A bf16 q's rotation is two m64n64k16 bf16 wgmma a K step of each half of the dims (cuda/fwd/q_from_bf16.cuh),
+    whose accumulators become Q's e4m3 fragments in registers: eight HGMMA.64x64x16, nothing in local memory."""
+    matches = [body for name, body in sass.items() if "fwd_kernel" in name and "ELi128ELi128E" in name
+               and BF16_Q_KERNELS[kernel] in name]
+    assert len(matches) == 1, f"expected one bf16-q fwd_kernel with {kernel}, found {len(matches)}"
+    body = matches[0]
+    assert body.count("HGMMA.64x64x16.F32.BF16") == 8, f"{kernel}: {body.count('HGMMA.64x64x16.F32.BF16')} HGMMA"
+    assert not re.findall(r"\b(LDL|STL)\b", body), f"{kernel}: local memory"
+
+
 def test_ptxas_report_clean():
     report = PTXAS_REPORT.read_text()
     assert "Compiling entry function" in report, "the ptxas report is empty: was -Xptxas -v dropped?"

@@ -192,8 +192,12 @@ struct FwdConfig {
     // (bf16 and float16 P at dim_qk 192, as FlashAttention-3 for that shape). Beyond the tiles: the barriers and
     // descale slots (under 1 KiB, the storage being 1 KiB aligned) and the launcher's 1 KiB of slack.
     static constexpr int kTileVSlotBytes = kVPrepared ? 0 : kTileVBytes;  // V's own slots (none where prepared)
-    static constexpr int kTileQBf16Bytes = kQBf16 ? kBlockM * kDimQk * 2 : 0;  // bf16 q as loaded
-    static constexpr int kStages = kTileQBytes + kTileQBf16Bytes +
+    // bf16 q: the tile as loaded, and the two 64 x 64 bf16 matrices of its rotation (q_from_bf16.cuh); its codes go
+    // straight to registers, so Q's own slot goes.
+    static constexpr int kTileQBf16Bytes = kQBf16 ? kBlockM * kDimQk * 2 : 0;
+    static constexpr int kQRotationBytes = kQBf16 ? 2 * 64 * 64 * 2 : 0;
+    static constexpr int kTileQSlotBytes = kQBf16 ? 0 : kTileQBytes;
+    static constexpr int kStages = kTileQSlotBytes + kTileQBf16Bytes + kQRotationBytes +
                                                3 * (kTileKBytes + kTileVSlotBytes + (kIsFp8 ? kTileVtBytes : 0)) +
                                                2048 <=
                                            kMaxSharedBytes

@@ -64,6 +64,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) fwd_kernel(const __grid_c
         }
         ptx::fence_proxy_async_shared();  // the tensor cores read them
     }
+    if constexpr (Config::kQBf16) {  // the bf16 q rotation's B, once
+        write_q_rotation<Config>(args, ss);
+        ptx::fence_proxy_async_shared();  // the tensor cores read it
+    }
     __syncthreads();
 
     // Varlen: launched while the plan kernel runs (programmatic dependent launch); its list is read from here on.

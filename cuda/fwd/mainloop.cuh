@@ -113,10 +113,12 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
     if (consumer_index == 1)
         turns.pass();  // consumer 0 starts
     ptx::mbarrier_wait_parity(&ss.q_full, round & 1);
-    // bf16 q: rounded to codes here, the scores' scale times 2^q_exponent
+    // bf16 q: rounded to codes in Q's registers here (within the float16 scores' bound), the scores' scale times
+    // 2^q_exponent
     int q_exponent = 0;
     if constexpr (Config::kQBf16)
-        q_exponent = q_codes_from_bf16<Config>(args, ss, consumer_index, thread, vote);
+        q_exponent = q_codes_from_bf16<Config>(args, ss, q_frag, consumer_index, thread,
+                                               ss.q_amax[round & 1][consumer_index], vote);
     const float q_scale = ldexpf(1.0f, q_exponent);
     auto with_q_scale = [&](float scale_log2) {
         if constexpr (Config::kQBf16)
@@ -125,9 +127,10 @@ __device__ __forceinline__ void consumer(const FwdArgs &args, FwdSharedStorage<C
             return scale_log2;
     };
     // float16 scores: q's codes times 2^-q_shift (scores_f16.cuh), the score scale times q_unshift = 2^q_shift
-    const int q_shift = Scores::q_code_shift(ss, consumer_index, thread, vote);
+    const int q_shift = Config::kQBf16 ? 0 : Scores::q_code_shift(ss, consumer_index, thread, vote);
     auto load_q_fragments = [&]() { Scores::load_q_fragments(q_frag, ss, consumer_index, lane, warp); };
-    load_q_fragments();
+    if constexpr (!Config::kQBf16)
+        load_q_fragments();
     if (q_shift != 0)  // uniform over the warpgroup
         Scores::scale_q(q_frag, q_shift);
     const float q_unshift = ldexpf(1.0f, q_shift);

@@ -11,8 +11,9 @@ namespace fp {
 // Shared memory of one CTA; every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows).
 template <class Config>
 struct alignas(1024) FwdSharedStorage {
-    alignas(1024) uint8_t q[Config::kTileQBytes];
-    alignas(1024) uint8_t q_bf16[Config::kTileQBf16Bytes];  // bf16 q as loaded, rounded into q (q_from_bf16.cuh)
+    alignas(1024) uint8_t q[Config::kTileQSlotBytes];
+    alignas(1024) uint8_t q_bf16[Config::kTileQBf16Bytes];     // bf16 q as loaded (q_from_bf16.cuh)
+    alignas(1024) uint8_t q_rotation[Config::kQRotationBytes];  // its rotation's B, written once (q_from_bf16.cuh)
     alignas(1024) uint8_t k[Config::kStages][Config::kTileKBytes];
     alignas(1024) uint8_t v[Config::kTileVSlotBytes ? Config::kStages : 0][Config::kTileVBytes];
     // fp8: V transposed to (dim, keys) for the K-major B operand of P.V, with rows of ones (vt_layout.cuh,
@@ -21,7 +22,9 @@ struct alignas(1024) FwdSharedStorage {
     // fp8: each stage's K score scale and V block exponent (producer.cuh), and the V block exponent passed on with
     // V^T (converter.cuh).
     float k_scale_log2[Config::kIsFp8 ? Config::kStages : 0];
-    float q_amax[Config::kQBf16 ? Config::kConsumerWarpgroups : 0][4];  // bf16 q: each consumer warp's max |q|
+    // bf16 q: each consumer warp's max |q|, by the parity of the CTA's item (a warp may write the next item's while
+    // another still reads this one's)
+    float q_amax[Config::kQBf16 ? 2 : 0][Config::kConsumerWarpgroups][4];
     int32_t v_exponent[Config::kIsFp8 ? Config::kStages : 0];
     int32_t vt_exponent[Config::kIsFp8 ? Config::kVtStages : 0];
     uint64_t q_full;
