@@ -71,12 +71,13 @@ def pytest_make_collect_report(collector):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """On a machine with a GPU, a gpu test that skips is a failure, but for a missing peer (markers.PEER_SKIPS)."""
+    """On a machine with a GPU, a gpu test that skips is a failure, but for a missing peer (markers.PEER_SKIPS) or too
+    few GPUs (markers.HARDWARE_SKIPS)."""
     outcome = yield
     report = outcome.get_result()
     if report.skipped and not hasattr(report, "wasxfail") and "gpu" in item.keywords and _gpu_visible():
         reason = _skip_reason(report)
-        if reason not in markers.PEER_SKIPS:
+        if reason not in markers.PEER_SKIPS + markers.HARDWARE_SKIPS:
             report.outcome = "failed"
             report.longrepr = f"a gpu test skipped on a machine with a GPU: {reason}"
 

@@ -7,7 +7,8 @@ tools/gfx950_emu: most of CI's time), `-m "not gpu and not emulator"` (the quick
 A gpu test skips only where no GPU is visible. On a machine that shows one (/dev/nvidia*), a gpu test that cannot
 run (no CuPy, a CuPy that sees no device, a file skipped as a whole) fails instead; the one skip allowed there is
 PEER_SKIPS': a comparison with another library's kernel (torch's SDPA, FlashAttention-3) where that library is
-missing, taken after every other check of the test has passed.
+missing, taken after every other check of the test has passed; and HARDWARE_SKIPS': a test that needs more GPUs than
+the machine shows.
 """
 import importlib.util
 import os
@@ -102,6 +103,11 @@ NO_TRANSFORMERS = "torch and transformers are not installed: the Hugging Face in
                   "model"
 TRANSFORMERS_INSTALLED = "transformers is installed here: the refusal without it is not what runs here"
 PEER_SKIPS = (NO_TORCH, NO_FA3, NO_TORCH_INPUTS)
+NO_TORCH_DISTRIBUTED = "torch is not installed: the ring over torch.distributed (gloo, on the host) did not run; " \
+                       "test_context_parallel.py runs it on threads"
+FEWER_GPUS = "fewer GPUs are visible than the ring has ranks: the multi-GPU run did not run " \
+             "(test_context_parallel_gpu.py runs the algorithm on one GPU)"
+HARDWARE_SKIPS = (FEWER_GPUS,)  # a gpu test that needs more GPUs than the machine has
 
 
 def torch_or_skip(reason=NO_TORCH):

@@ -2,8 +2,10 @@
 one prompt against the unsharded float64 reference, over world sizes 2, 3, 4 and 8, lengths that divide into the
 2·world chunks and lengths that do not (fewer tokens than chunks, one token), GQA heads; the zig-zag balance of
 causal work; the ring plan covering every pair (i, j) with j <= i exactly once and no other; the fold order of the
-merges; the merge of a part that saw no key being exact."""
+merges; the merge of a part that saw no key being exact; ring_forward with the shards passed between threads."""
 import itertools
+import queue
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -191,3 +193,75 @@ def test_refuses_what_it_cannot_run():
         cp.chunk_bounds(8, 0)
     with pytest.raises(ValueError, match="ring has 2 steps"):
         cp.rank_forward(8, 2, 0, q, iter([(q, q)]), cp.reference_attention, cp.reference_merge)
+
+
+class _ThreadRing:
+    """A ring of queues between threads, the transport a rank's ring_forward takes: start puts the held shard in the
+    next rank's inbox, finish takes the previous rank's from its own. Logs each rank's starts and finishes, and a
+    rank's attention calls log through `log` too, so that the test sees a pass start before the shard is computed on."""
+
+    def __init__(self, world):
+        self.inbox = [queue.Queue() for _ in range(world)]
+        self.log = [[] for _ in range(world)]
+
+    def transport(self, rank):
+        ring, world = self, len(self.inbox)
+
+        class Transport:
+            def start(self, k, v):
+                ring.log[rank].append("start")
+                ring.inbox[(rank + 1) % world].put((k, v))
+                return rank
+
+            def finish(self, pending):
+                ring.log[rank].append("finish")
+                return ring.inbox[pending].get(timeout=30)
+        return Transport()
+
+
+@pytest.mark.parametrize("world, name, seqlen", CASES, ids=[f"w{w}-{n}" for w, n, _ in CASES])
+def test_ring_forward_on_threads_matches_one_process(rng, world, name, seqlen):
+    """Every rank's ring_forward on a thread of its own, the shards passed by queues: the parts equal
+    run_context_parallel's bit for bit (the same pieces, merged in the same order), each pass starts before the shard
+    held is computed on and ends after, and the last step starts none."""
+    q, k, v = _inputs(rng, seqlen, HEADS[0])
+    ring, results = _ThreadRing(world), [None] * world
+
+    def attention_logged(rank):
+        def attention(*args):
+            ring.log[rank].append("attention")
+            return cp.reference_attention(*args)
+        return attention
+
+    def rank_main(rank):
+        results[rank] = cp.ring_forward(seqlen, world, rank, cp.shard(q, world, rank), cp.shard(k, world, rank),
+                                        cp.shard(v, world, rank), ring.transport(rank), attention_logged(rank),
+                                        cp.reference_merge)
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(r is not None for r in results), "a rank did not finish"
+    out, lse = cp.run_context_parallel(q, k, v, world, attention=cp.reference_attention, merge=cp.reference_merge)
+    got = np.zeros_like(out)
+    got_lse = np.zeros_like(lse)
+    for rank, parts in enumerate(results):
+        rows = cp.shard_rows(seqlen, world, rank)
+        chunks = [parts[c] for c in cp.rank_chunks(rank, world) if c in parts]
+        got[rows] = np.concatenate([o for o, _ in chunks]) if chunks else got[rows]
+        got_lse[:, rows] = np.concatenate([x for _, x in chunks], axis=1) if chunks else got_lse[:, rows]
+    assert np.array_equal(got, out) and np.array_equal(got_lse, lse)
+    for rank, log in enumerate(ring.log):
+        # per step but the last: the pass starts, the held shard's pieces are computed, the pass is waited for
+        passes = [x for x in log if x != "attention"]
+        assert passes == ["start", "finish"] * (world - 1), f"rank {rank}: {log}"
+        assert world == 1 or log[0] == "start", f"rank {rank} computed before its first pass began: {log}"
+
+
+def test_shard_rows_are_the_shards_rows():
+    for world, seqlen in itertools.product(WORLDS, (1, 7, 100)):
+        x = np.arange(seqlen)
+        for rank in range(world):
+            assert np.array_equal(cp.shard_rows(seqlen, world, rank), cp.shard(x, world, rank))
+        assert sorted(np.concatenate([cp.shard_rows(seqlen, world, r) for r in range(world)])) == list(range(seqlen))

@@ -1,6 +1,6 @@
 """The gpu rule of conftest.py, on a small suite run by pytester with the machine's answers simulated: where no GPU is
 visible gpu tests skip; where one is visible, a gpu test that cannot run, or a file skipped as a whole, fails, and
-only a missing peer (markers.PEER_SKIPS) may skip. The groups are registered (`-m gpu`, `-m emulator` select)."""
+only a missing peer (markers.PEER_SKIPS) or too few GPUs (markers.HARDWARE_SKIPS) may skip. The groups are registered (`-m gpu`, `-m emulator` select)."""
 import glob
 import pathlib
 import re
@@ -23,6 +23,8 @@ SUITE = {
             pytest.importorskip("flashprefill_no_such_module")
         def test_peer_missing():
             pytest.skip(markers.NO_FA3)
+        def test_too_few_gpus():
+            pytest.skip(markers.FEWER_GPUS)
     """,
     "test_gpu_whole_file": """
         import pytest
@@ -67,13 +69,13 @@ def _machine(monkeypatch, visible, devices):
 def test_no_gpu_visible_skips(suite, monkeypatch):
     _machine(monkeypatch, visible=False, devices=None)
     result = suite.runpytest_inprocess("-rs")
-    result.assert_outcomes(passed=2, skipped=4)
+    result.assert_outcomes(passed=2, skipped=5)
 
 
 def test_gpu_visible_fails_what_cannot_run(suite, monkeypatch):
     _machine(monkeypatch, visible=True, devices=1)
     result = suite.runpytest_inprocess("-rs", "test_gpu_suite.py", "test_host.py")
-    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.assert_outcomes(passed=3, failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*a gpu test skipped on a machine with a GPU: could not import*"])
     whole_file = suite.runpytest_inprocess("test_gpu_whole_file.py")
     whole_file.assert_outcomes(errors=1)
@@ -83,7 +85,7 @@ def test_gpu_visible_fails_what_cannot_run(suite, monkeypatch):
 def test_gpu_visible_but_unusable_fails(suite, monkeypatch):
     _machine(monkeypatch, visible=True, devices=0)
     result = suite.runpytest_inprocess("-rs", "test_gpu_suite.py")
-    result.assert_outcomes(errors=3)
+    result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(["*a GPU is visible (/dev/nvidia*) but this gpu test cannot use it: no NVIDIA GPU*"])
 
 

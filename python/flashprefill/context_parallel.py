@@ -20,8 +20,9 @@ ring delivers them, so that no partial waits and every run combines the same ope
 
 run_context_parallel runs every rank in one process with an injected attention and merge: reference_attention and
 reference_merge (float64, numpy) here; on a GPU fp.attention_varlen on each piece (one sequence: its query rows
-against its key prefix) and fp.merge_state (tests/test_context_parallel_gpu.py). rank_forward is one rank's part,
-which a multi-GPU version drives with the K/V shards its ring delivers.
+against its key prefix) and fp.merge_state (tests/test_context_parallel_gpu.py). rank_forward is one rank's part;
+ring_forward drives it with the K/V shards an injected transport passes round the ring, each pass running while the
+shard held is computed on (context_parallel_torch.TorchRing: torch.distributed).
 """
 import dataclasses
 import enum
@@ -183,6 +184,35 @@ def rank_forward(seqlen, world, rank, q_shard, held_kv, attention, merge):
     if steps != world:
         raise ValueError(f"held_kv delivered {steps} K/V shards, the ring has {world} steps")
     return partial
+
+
+def ring_shards(k_shard, v_shard, world, transport):
+    """The (k, v) shards a rank holds at steps 0 .. world − 1 of the ring: its own, then each the transport delivers
+    from the previous rank. Each pass starts before the shard held is handed out, so that it runs while that shard is
+    computed on; the last step starts none.
+
+    transport.start(k, v) -> pending: sends the held shard to the next rank and receives the previous rank's;
+    transport.finish(pending) -> (k, v): waits for both and returns the received shard.
+    """
+    held = (k_shard, v_shard)
+    for step in range(world):
+        pending = transport.start(*held) if step + 1 < world else None
+        yield held
+        if pending is not None:
+            held = transport.finish(pending)
+
+
+def ring_forward(seqlen, world, rank, q_shard, k_shard, v_shard, transport, attention, merge):
+    """rank_forward of rank `rank` with the K/V shards passed round the ring by `transport` (ring_shards): every rank
+    of the ring calls it with its own shards, and each returns its {query chunk: (out, lse)}."""
+    return rank_forward(seqlen, world, rank, q_shard, ring_shards(k_shard, v_shard, world, transport), attention,
+                        merge)
+
+
+def shard_rows(seqlen, world, rank):
+    """The prompt's rows rank `rank`'s shard holds, in the shard's order (its two chunks)."""
+    bounds = chunk_bounds(seqlen, world)
+    return np.concatenate([np.arange(bounds[c], bounds[c + 1]) for c in rank_chunks(rank, world)]).astype(np.int64)
 
 
 def run_context_parallel(q, k, v, world, *, attention, merge):
