@@ -95,10 +95,11 @@ def prepare(setups, sets, clock):
     return runs, unavailable
 
 
-def time_rounds(runs, rounds, launches, flops, clock, idle_s=IDLE_S):
+def time_rounds(runs, rounds, launches, flops, clock, idle_s=IDLE_S, before=None):
     """{name: timing} of runs ({name: [run per input set]}, timed in that order, reversed every second round);
     flops: {name: floating-point operations of one call}. A timing holds median_ms (over every per-call launch),
-    tflops, spread ((max - min) / median of the round medians), round_medians_ms, and the same back to back."""
+    tflops, spread ((max - min) / median of the round medians), round_medians_ms, and the same back to back.
+    before(name), where given, runs before each of name's timings (tools/ab_builds.py: the library name runs on)."""
     per_round = {name: [] for name in runs}
     all_times = {name: [] for name in runs}
     burst_rounds = {name: [] for name in runs}
@@ -106,6 +107,8 @@ def time_rounds(runs, rounds, launches, flops, clock, idle_s=IDLE_S):
     for r in range(rounds):
         for name in order if r % 2 == 0 else order[::-1]:
             fn = runs[name][r % len(runs[name])]
+            if before is not None:
+                before(name)
             settle(clock, idle_s)
             times = time_launches(clock, fn, launches)
             per_round[name].append(statistics.median(times))
