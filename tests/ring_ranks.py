@@ -37,7 +37,6 @@ def host_rank(rank, world, store, out_dir, seqlen, heads, dims, seed, dtype):
     try:
         torch_dtype = getattr(torch, dtype)
         q, k, v = (torch.from_numpy(x).to(torch_dtype) for x in inputs(seqlen, heads, dims, seed))
-        rows = torch.from_numpy(cp.shard_rows(seqlen, world, rank))
 
         def attention(q, k, v, causal):
             out, lse = cp.reference_attention(*(x.double().numpy() for x in (q, k, v)), causal)
@@ -46,8 +45,7 @@ def host_rank(rank, world, store, out_dir, seqlen, heads, dims, seed, dtype):
         def merge(*parts):
             out, lse = cp.reference_merge(*(x.numpy() for x in parts))
             return torch.from_numpy(out), torch.from_numpy(lse)
-        out, lse = cpt.forward(q[rows].contiguous(), k[rows].contiguous(), v[rows].contiguous(), seqlen,
-                               attention=attention, merge=merge)
+        out, lse = cpt.forward(cpt.shard(q), cpt.shard(k), cpt.shard(v), seqlen, attention=attention, merge=merge)
         full_out, full_lse = cpt.gather(out, lse, seqlen)
         np.savez(pathlib.Path(out_dir, f"rank{rank}.npz"), out=out.numpy(), lse=lse.numpy(),
                  full_out=full_out.numpy(), full_lse=full_lse.numpy())
@@ -86,10 +84,10 @@ def gpu_rank(rank, world, store, out_dir, seqlen, heads, dims, seed, kind):
                 options[f"{name}_descale"] = torch.tensor([factor], dtype=torch.float32, device=device)
         attention, merge = cpt.library_attention(**options), cpt.library_merge
 
-        def shards_of(r):
+        def shards_of(r):  # rank r's shards, taken as bytes (fp8 tensors have no row gather of their own)
             index = torch.from_numpy(cp.shard_rows(seqlen, world, r)).to(device)
-            return [x[index].contiguous() for x in prompt]
-        out, lse = cpt.forward(*shards_of(rank), seqlen, attention=attention, merge=merge)
+            return [x.view(torch.uint8)[index].view(x.dtype) for x in prompt]
+        out, lse = cpt.forward(*(cpt.shard(x) for x in prompt), seqlen, attention=attention, merge=merge)
         full_out, full_lse = cpt.gather(out, lse, seqlen)
         results = {"full_out": full_out.cpu().numpy(), "full_lse": full_lse.cpu().numpy()}
         if rank == 0:  # the same pieces and merges, every rank's in turn on this GPU

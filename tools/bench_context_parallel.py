@@ -70,8 +70,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank)
     (q, k, v), options = prompt(args, device)
-    rows = torch.from_numpy(cp.shard_rows(args.seqlen, world, rank)).to(device)
-    shards = [x[rows].contiguous() for x in (q, k, v)]
+    shards = [cpt.shard(x) for x in (q, k, v)]
     attention, merge = cpt.library_attention(**options), cpt.library_merge
     cu = torch.tensor([0, args.seqlen], dtype=torch.int32, device=device)
 

@@ -4,7 +4,7 @@ batch_isend_irecv (NCCL between GPUs, gloo on the host), each pass running while
 rank folds its partial results with merge_state in the ring's order (context_parallel.ring_forward). Nothing but
 torch.distributed moves data between ranks.
 
-    out, lse = forward(q_shard, k_shard, v_shard, seqlen)             # this rank's rows, shard order
+    out, lse = forward(shard(q), shard(k), shard(v), seqlen)          # this rank's rows, shard order
     out, lse = gather(out, lse, seqlen)                                # the whole prompt's, on every rank
 
 The shards are contiguous torch tensors of one device: q (rows, heads_q, dim_qk), k (rows, heads_kv, dim_qk),
@@ -50,6 +50,13 @@ def _bytes(x):
     if not x.is_contiguous():
         raise ValueError(f"the ring passes contiguous shards only, got strides {x.stride()}")
     return x.view(torch.uint8)
+
+
+def shard(x, group=None):
+    """This rank's zig-zag shard of a whole prompt's x (seqlen, ...), a contiguous tensor of any dtype (fp8 too: the
+    rows are taken as bytes): the rows context_parallel.shard_rows names, in that order."""
+    rows = context_parallel.shard_rows(x.shape[0], dist.get_world_size(group), dist.get_rank(group))
+    return _bytes(x)[torch.from_numpy(rows).to(x.device)].view(x.dtype)
 
 
 def library_attention(**options):
