@@ -7,6 +7,8 @@ context-parallel forward on every rank (context_parallel_torch.forward); the rin
 no attention. A timing is the slowest rank's (all_reduce max of each rank's wall time, synchronized at both ends).
 Rank 0 prints the speedup over one GPU (its time / the ring's, round by round), the efficiency (speedup / N) and the
 passes' time beside the ring's (how much of it the attention hides), writes --out as JSON and appends records rows.
+--dry-run: the same on the host (gloo, float64, the reference attention and merge, a short prompt), to check the tool
+without GPUs; it writes no records unless --records names a file.
 """
 import argparse
 import json
@@ -28,11 +30,13 @@ SHAPES = {"hd128": (32, 8, 128, 128), "mla": (16, 16, 192, 128)}  # heads_q, hea
 
 
 def prompt(args, device):
-    """q, k, v of the whole prompt on this rank's GPU, and attention_varlen's descale options."""
+    """q, k, v of the whole prompt on this rank's device, and attention_varlen's descale options."""
     heads_q, heads_kv, dim_qk, dim_v = SHAPES[args.shape]
     generator = torch.Generator(device=device).manual_seed(args.seed)
     xs = [torch.randn((args.seqlen, h, d), generator=generator, device=device)
           for h, d in ((heads_q, dim_qk), (heads_kv, dim_qk), (heads_kv, dim_v))]
+    if args.dry_run:
+        return [x.double() for x in xs], {}
     if args.kind == "bf16":
         return [x.to(torch.bfloat16) for x in xs], {}
     factors = [x.abs().max() / 448 for x in xs]
@@ -40,14 +44,27 @@ def prompt(args, device):
             {f"{n}_descale": f.reshape(1).float() for n, f in zip("qkv", factors)})
 
 
+def reference_pieces():
+    """The dry run's attention and merge: context_parallel's float64 reference on the host tensors' values."""
+    def attention(q, k, v, causal):
+        out, lse = cp.reference_attention(q.numpy(), k.numpy(), v.numpy(), causal)
+        return torch.from_numpy(out), torch.from_numpy(lse)
+
+    def merge(*parts):
+        out, lse = cp.reference_merge(*(x.numpy() for x in parts))
+        return torch.from_numpy(out), torch.from_numpy(lse)
+    return attention, merge
+
+
 def slowest(fn, device):
     """fn's wall time on the slowest rank (seconds)."""
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
     dist.barrier()
     began = time.perf_counter()
     fn()
-    torch.cuda.synchronize()
-    elapsed = torch.tensor([time.perf_counter() - began], device=device)
+    sync()
+    elapsed = torch.tensor([time.perf_counter() - began], dtype=torch.float64, device=device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     return float(elapsed)
 
@@ -62,20 +79,27 @@ def main():
     ap.add_argument("--out", default=None, help="the JSON record (default bench/latest/context_parallel.json)")
     ap.add_argument("--records", default=None, help='the records file (default bench/records.csv); "": none')
     ap.add_argument("--commit", default=None, help="the commit measured (default: git's HEAD)")
+    ap.add_argument("--dry-run", action="store_true", help="on the host: gloo, float64, the reference attention")
     args = ap.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
+    if args.dry_run:
+        dist.init_process_group("gloo")
+        device = torch.device("cpu")
+    else:
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl")
+        device = torch.device("cuda", local_rank)
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", local_rank)
     (q, k, v), options = prompt(args, device)
     shards = [cpt.shard(x) for x in (q, k, v)]
-    attention, merge = cpt.library_attention(**options), cpt.library_merge
+    attention, merge = reference_pieces() if args.dry_run else (cpt.library_attention(**options), cpt.library_merge)
     cu = torch.tensor([0, args.seqlen], dtype=torch.int32, device=device)
 
     def one_gpu():
-        if rank == 0:
+        if rank == 0 and args.dry_run:
+            attention(q, k, v, True)
+        elif rank == 0:
             fp.attention_varlen(q, k, v, cu, cu, args.seqlen, args.seqlen, causal=True, **options)
 
     def ring():
@@ -95,25 +119,28 @@ def main():
     if rank == 0:
         speedups = [one / ring for one, ring in zip(times["one GPU"], times["context parallel"])]
         median = {name: statistics.median(t) for name, t in times.items()}
-        shape = f"{args.shape} {args.seqlen} causal, {world} GPUs"
-        result = {"shape": shape, "kind": args.kind, "world": world, "device": torch.cuda.get_device_name(),
+        shape = f"{args.shape} {args.seqlen} causal, {world} {'ranks on the host' if args.dry_run else 'GPUs'}"
+        device_name = "host (dry run)" if args.dry_run else torch.cuda.get_device_name()
+        result = {"shape": shape, "kind": "float64" if args.dry_run else args.kind, "world": world,
+                  "device": device_name,
                   "seconds": times, "median_s": median, "speedup": speedups,
                   "efficiency": statistics.median(speedups) / world,
                   "passes_over_ring": median["passes alone"] / median["context parallel"]}
         print(json.dumps(result, indent=1))
-        print(f"\n{shape}, {args.kind}: one GPU {median['one GPU'] * 1e3:.1f} ms, context parallel "
+        print(f"\n{shape}, {result['kind']}: one GPU {median['one GPU'] * 1e3:.1f} ms, context parallel "
               f"{median['context parallel'] * 1e3:.1f} ms (speedup {statistics.median(speedups):.2f}x "
               f"[{min(speedups):.2f}, {max(speedups):.2f}], efficiency {result['efficiency']:.2f}); the passes alone "
               f"{median['passes alone'] * 1e3:.1f} ms")
-        out = args.out or os.path.join(records.LATEST, "context_parallel.json")
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump(result, f, indent=1)
+        out = args.out or (None if args.dry_run else os.path.join(records.LATEST, "context_parallel.json"))
+        if out:
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            with open(out, "w") as f:
+                json.dump(result, f, indent=1)
         run = (records.today(), args.commit or records.git_commit(), result["device"], "bench_context_parallel")
-        rows = [records.row(run, "ms per call", shape, f"flashprefill {args.kind} context parallel",
-                            f"flashprefill {args.kind} one GPU", speedups, median["context parallel"] * 1e3,
+        rows = [records.row(run, "ms per call", shape, f"flashprefill {result['kind']} context parallel",
+                            f"flashprefill {result['kind']} one GPU", speedups, median["context parallel"] * 1e3,
                             median["one GPU"] * 1e3)]
-        if args.records != "":
+        if args.records != "" and (args.records or not args.dry_run):
             records.append(rows, args.records or records.RECORDS)
     dist.destroy_process_group()
 
