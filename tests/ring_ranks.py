@@ -37,15 +37,8 @@ def host_rank(rank, world, store, out_dir, seqlen, heads, dims, seed, dtype):
     try:
         torch_dtype = getattr(torch, dtype)
         q, k, v = (torch.from_numpy(x).to(torch_dtype) for x in inputs(seqlen, heads, dims, seed))
-
-        def attention(q, k, v, causal):
-            out, lse = cp.reference_attention(*(x.double().numpy() for x in (q, k, v)), causal)
-            return torch.from_numpy(out), torch.from_numpy(lse)
-
-        def merge(*parts):
-            out, lse = cp.reference_merge(*(x.numpy() for x in parts))
-            return torch.from_numpy(out), torch.from_numpy(lse)
-        out, lse = cpt.forward(cpt.shard(q), cpt.shard(k), cpt.shard(v), seqlen, attention=attention, merge=merge)
+        out, lse = cpt.forward(cpt.shard(q), cpt.shard(k), cpt.shard(v), seqlen, attention=cpt.reference_attention,
+                               merge=cpt.reference_merge)
         full_out, full_lse = cpt.gather(out, lse, seqlen)
         np.savez(pathlib.Path(out_dir, f"rank{rank}.npz"), out=out.numpy(), lse=lse.numpy(),
                  full_out=full_out.numpy(), full_lse=full_lse.numpy())
@@ -84,21 +77,18 @@ def gpu_rank(rank, world, store, out_dir, seqlen, heads, dims, seed, kind):
                 options[f"{name}_descale"] = torch.tensor([factor], dtype=torch.float32, device=device)
         attention, merge = cpt.library_attention(**options), cpt.library_merge
 
-        def shards_of(r):  # rank r's shards, taken as bytes (fp8 tensors have no row gather of their own)
-            index = torch.from_numpy(cp.shard_rows(seqlen, world, r)).to(device)
-            return [x.view(torch.uint8)[index].view(x.dtype) for x in prompt]
-        out, lse = cpt.forward(*(cpt.shard(x) for x in prompt), seqlen, attention=attention, merge=merge)
+        def shards_of(r):
+            return [cpt.shard_of(x, world, r) for x in prompt]
+        out, lse = cpt.forward(*shards_of(rank), seqlen, attention=attention, merge=merge)
         full_out, full_lse = cpt.gather(out, lse, seqlen)
         results = {"full_out": full_out.cpu().numpy(), "full_lse": full_lse.cpu().numpy()}
         if rank == 0:  # the same pieces and merges, every rank's in turn on this GPU
             one_out, one_lse = torch.full_like(full_out, float("nan")), torch.full_like(full_lse, float("nan"))
             for r in range(world):
                 ring = [tuple(shards_of(cp.source_rank(r, step, world))[1:]) for step in range(world)]
-                parts = cp.rank_forward(seqlen, world, r, shards_of(r)[0], ring, attention, merge)
-                chunks = [parts[c] for c in cp.rank_chunks(r, world) if c in parts]
                 index = torch.from_numpy(cp.shard_rows(seqlen, world, r)).to(device)
-                one_out[index] = torch.cat([o for o, _ in chunks])
-                one_lse[:, index] = torch.cat([x for _, x in chunks], dim=1)
+                one_out[index], one_lse[:, index] = cpt.joined(
+                    cp.rank_forward(seqlen, world, r, shards_of(r)[0], ring, attention, merge), world, r)
             results.update(one_out=one_out.cpu().numpy(), one_lse=one_lse.cpu().numpy())
         np.savez(pathlib.Path(out_dir, f"rank{rank}.npz"), **results)
     finally:

@@ -244,13 +244,13 @@ def test_ring_forward_on_threads_matches_one_process(rng, world, name, seqlen):
         t.join(timeout=60)
     assert all(r is not None for r in results), "a rank did not finish"
     out, lse = cp.run_context_parallel(q, k, v, world, attention=cp.reference_attention, merge=cp.reference_merge)
-    got = np.zeros_like(out)
-    got_lse = np.zeros_like(lse)
+    got, got_lse = np.full_like(out, np.nan), np.full_like(lse, np.nan)
     for rank, parts in enumerate(results):
-        rows = cp.shard_rows(seqlen, world, rank)
         chunks = [parts[c] for c in cp.rank_chunks(rank, world) if c in parts]
-        got[rows] = np.concatenate([o for o, _ in chunks]) if chunks else got[rows]
-        got_lse[:, rows] = np.concatenate([x for _, x in chunks], axis=1) if chunks else got_lse[:, rows]
+        if chunks:  # a rank of fewer tokens than chunks may hold none
+            rows = cp.shard_rows(seqlen, world, rank)
+            got[rows] = np.concatenate([o for o, _ in chunks])
+            got_lse[:, rows] = np.concatenate([x for _, x in chunks], axis=1)
     assert np.array_equal(got, out) and np.array_equal(got_lse, lse)
     for rank, log in enumerate(ring.log):
         # per step but the last: the pass starts, the held shard's pieces are computed, the pass is waited for

@@ -44,18 +44,6 @@ def prompt(args, device):
             {f"{n}_descale": f.reshape(1).float() for n, f in zip("qkv", factors)})
 
 
-def reference_pieces():
-    """The dry run's attention and merge: context_parallel's float64 reference on the host tensors' values."""
-    def attention(q, k, v, causal):
-        out, lse = cp.reference_attention(q.numpy(), k.numpy(), v.numpy(), causal)
-        return torch.from_numpy(out), torch.from_numpy(lse)
-
-    def merge(*parts):
-        out, lse = cp.reference_merge(*(x.numpy() for x in parts))
-        return torch.from_numpy(out), torch.from_numpy(lse)
-    return attention, merge
-
-
 def slowest(fn, device):
     """fn's wall time on the slowest rank (seconds)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -93,7 +81,8 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     (q, k, v), options = prompt(args, device)
     shards = [cpt.shard(x) for x in (q, k, v)]
-    attention, merge = reference_pieces() if args.dry_run else (cpt.library_attention(**options), cpt.library_merge)
+    attention, merge = ((cpt.reference_attention, cpt.reference_merge) if args.dry_run
+                        else (cpt.library_attention(**options), cpt.library_merge))
     cu = torch.tensor([0, args.seqlen], dtype=torch.int32, device=device)
 
     def one_gpu():

@@ -53,10 +53,21 @@ def _bytes(x):
 
 
 def shard(x, group=None):
-    """This rank's zig-zag shard of a whole prompt's x (seqlen, ...), a contiguous tensor of any dtype (fp8 too: the
-    rows are taken as bytes): the rows context_parallel.shard_rows names, in that order."""
-    rows = context_parallel.shard_rows(x.shape[0], dist.get_world_size(group), dist.get_rank(group))
+    """This rank's zig-zag shard of a whole prompt's x (seqlen, ...), a contiguous tensor of any dtype."""
+    return shard_of(x, dist.get_world_size(group), dist.get_rank(group))
+
+
+def shard_of(x, world, rank):
+    """Rank `rank`'s shard of x: the rows context_parallel.shard_rows names, in that order, taken as bytes (fp8
+    tensors have no row gather of their own)."""
+    rows = context_parallel.shard_rows(x.shape[0], world, rank)
     return _bytes(x)[torch.from_numpy(rows).to(x.device)].view(x.dtype)
+
+
+def joined(partial, world, rank):
+    """A rank's {query chunk: (out, lse)} (context_parallel.rank_forward's) as (out, lse) of its shard's rows."""
+    parts = [partial[c] for c in context_parallel.rank_chunks(rank, world) if c in partial]
+    return torch.cat([out for out, _ in parts]), torch.cat([lse for _, lse in parts], dim=1)
 
 
 def library_attention(**options):
@@ -80,6 +91,18 @@ def library_attention(**options):
     return attention
 
 
+def reference_attention(q, k, v, causal):
+    """attention for ring_forward on host tensors: context_parallel.reference_attention (float64, numpy)."""
+    out, lse = context_parallel.reference_attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal)
+    return torch.from_numpy(out), torch.from_numpy(lse)
+
+
+def reference_merge(*parts):
+    """merge for ring_forward on host tensors: context_parallel.reference_merge (float64, numpy)."""
+    out, lse = context_parallel.reference_merge(*(x.numpy() for x in parts))
+    return torch.from_numpy(out), torch.from_numpy(lse)
+
+
 def library_merge(out_a, lse_a, out_b, lse_b):
     """merge for ring_forward: fp.merge_state of two float32 parts as batch 1."""
     import flashprefill as fp
@@ -99,8 +122,7 @@ def forward(q_shard, k_shard, v_shard, seqlen, *, attention=None, merge=None, gr
             raise ValueError(f"{name} has {x.shape[0]} rows; rank {rank} of {world} holds {rows} of {seqlen} tokens")
     partial = context_parallel.ring_forward(seqlen, world, rank, q_shard, k_shard, v_shard, TorchRing(seqlen, group),
                                             attention or library_attention(), merge or library_merge)
-    parts = [partial[c] for c in context_parallel.rank_chunks(rank, world) if c in partial]
-    return torch.cat([out for out, _ in parts]), torch.cat([lse for _, lse in parts], dim=1)
+    return joined(partial, world, rank)
 
 
 def gather(out, lse, seqlen, group=None):
