@@ -277,14 +277,17 @@ constexpr flashprefill_scores kF16S = FLASHPREFILL_SCORES_FP16;
 
 // hd128, and DeepSeek-V2's latent-attention prefill shape: dim_qk 192 (128 + 64 rope), dim_v 128; fp8 with e4m3
 // or float16 probabilities. fp8 with e4m3 probabilities prefers KV tiles of 192 keys; per-block descales whose
-// blocks are not a multiple of 384 tokens take the 128-key kernels. Float16 scores (FLASHPREFILL_SCORES_FP16) have
-// kernels of their own at 192 keys (q's codes brought within their bound per group of 64 query rows); listed
-// before their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT takes where both fit.
+// blocks are not a multiple of 384 tokens (a paged cache's per-page exponents) take the 128-key kernels. Float16
+// scores (FLASHPREFILL_SCORES_FP16) have kernels of their own at 192 and 128 keys (q's codes brought within their
+// bound per group of 64 query rows); listed before their float32 twins, they are what FLASHPREFILL_SCORES_DEFAULT
+// takes where both fit.
 extern "C" const fp_kernel_entry fp_backend_kernels[] = {
     fp::kernel_entry<fp::FwdConfig<fp::kBf16, 128, 128>>("hopper_fwd_bf16_hd128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192, fp::kF16S>, true, true>(
         "hopper_fwd_fp8_hd128_kv192_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 192>>("hopper_fwd_fp8_hd128_kv192"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kDefaultP, 128, fp::kF16S>, true, true>(
+        "hopper_fwd_fp8_hd128_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128>, true, true>("hopper_fwd_fp8_hd128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 128, 128, fp::kFp16P>, false>("hopper_fwd_fp8_hd128_fp16p"),
     fp::kernel_entry<fp::FwdConfig<fp::kBf16, 192, 128>>("hopper_fwd_bf16_qk192_v128"),
@@ -292,6 +295,7 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
         "hopper_fwd_fp8_qk192_v128_kv192_f16s"),
     // no varlen twin: with varlen's registers ptxas spilled its consumers (the next kernel takes such calls)
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192>, false>("hopper_fwd_fp8_qk192_v128_kv192"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 128, fp::kF16S>>("hopper_fwd_fp8_qk192_v128_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128>>("hopper_fwd_fp8_qk192_v128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>, false>("hopper_fwd_fp8_qk192_v128_fp16p"),
 };

@@ -88,8 +88,9 @@ typedef enum flashprefill_scores {
                                         it. Faster (the row max and the probability codes on packed halves); a
                                         score carries up to 2^-11 of its magnitude in error, so the error grows
                                         with the range of the scores. Kernels with
-                                        192-key tiles only: descales NONE, PER_TENSOR, PER_HEAD, or PER_BLOCK
-                                        with blocks of a multiple of 384 tokens; others are NOT_SUPPORTED */
+                                        192-key tiles (descales NONE, PER_TENSOR, PER_HEAD, or PER_BLOCK with
+                                        blocks of a multiple of 384 tokens) and 128-key tiles (PER_BLOCK blocks
+                                        of a multiple of 128, e.g. a paged cache's per-page exponents) */
     FLASHPREFILL_SCORES_FP32 = 2,    /* float32 */
 } flashprefill_scores;
 

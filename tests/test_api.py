@@ -110,12 +110,13 @@ class _DlpackOn:
 
 @pytest.mark.parametrize("device_type, per_block, probabilities, expected", [
     (2, 384, "default", ("fp16", "prepared")), (2, None, "default", ("fp16", "prepared")),
-    (2, 768, "default", ("fp16", "prepared")), (2, 128, "default", ("fp32", "prepared")),
+    (2, 768, "default", ("fp16", "prepared")), (2, 128, "default", ("fp16", "prepared")),
     (2, 200, "default", ("fp32", "prepared")), (2, 384, "fp16", ("fp32", "default")),
     (10, 384, "default", ("fp32", "default")), (10, None, "default", ("fp32", "default"))])
 def test_quantize_qkv_auto_resolution(device_type, per_block, probabilities, expected):
-    """quantize_qkv's "auto": on Hopper (a CUDA array) float16 scores where the 192-key kernels take the scales
-    (per-head factors, blocks of a multiple of 384 tokens) and v prepared, neither with float16 probabilities; on
+    """quantize_qkv's "auto": on Hopper (a CUDA array) float16 scores where a kernel takes the scales (per-head
+    factors, blocks of a multiple of 384 tokens at 192 keys, of 128 at 128) and v prepared, neither with float16
+    probabilities; on
     gfx950 (a ROCm array) neither, as each library states it (flashprefill_query). Explicit choices pass through."""
     from flashprefill import api
     q = _DlpackOn(device_type)

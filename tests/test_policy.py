@@ -18,13 +18,19 @@ def test_hopper_float16_scores_bound(dims):
 
 
 @pytest.mark.parametrize("dims", shapes.ATTENTION_DIMS)
-@pytest.mark.parametrize("per_block, scores, multiple", [(None, "fp16", 0), (384, "fp16", 384), (768, "fp16", 384),
-                                                         (128, "fp32", 128), (256, "fp32", 128)])
-def test_hopper_default_scores_follow_the_blocks(dims, per_block, scores, multiple):
-    """Float16 scores where the 192-key kernels take the scales (factors, or blocks of whole 384-token tiles), else
-    the 128-key float32 kernel; the preferred block is the fastest kernel's either way."""
+@pytest.mark.parametrize("per_block, kernel, multiple", [(None, "_kv192_f16s", 0), (384, "_kv192_f16s", 384),
+                                                         (768, "_kv192_f16s", 384), (128, "_f16s", 128),
+                                                         (256, "_f16s", 128)])
+def test_hopper_default_scores_follow_the_blocks(dims, per_block, kernel, multiple):
+    """Float16 scores by default: the 192-key kernels where they take the scales (factors, or blocks of whole
+    384-token tiles), else the 128-key ones (blocks of 128 tokens, a paged cache's per-page exponents); float32 scores
+    where asked for; the preferred block is the fastest kernel's either way."""
     chosen = policy.query("cuda", *dims, per_block=per_block)
-    assert (chosen.scores, chosen.block_tokens_multiple if per_block else 0) == (scores, multiple), chosen
+    assert chosen.scores == "fp16" and chosen.kernel.endswith(kernel), chosen
+    assert chosen.kernel.endswith("_kv192_f16s") == (kernel == "_kv192_f16s"), chosen
+    assert (chosen.block_tokens_multiple if per_block else 0) == multiple, chosen
+    if per_block == 128:
+        assert policy.query("cuda", *dims, scores="fp32", per_block=128).kernel.endswith(("_hd128", "_qk192_v128"))
     assert chosen.preferred_block_tokens == 384
     assert chosen.v_layouts == {"default", "prepared"} and chosen.prepared_v_block_tokens_multiple == 16
     assert policy.query("cuda", *dims, per_block=200) is None

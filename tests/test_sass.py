@@ -18,25 +18,28 @@ OBJECT = ROOT / "build" / "fwd_launch.cu.o"
 PTXAS_REPORT = ROOT / "build" / "fwd_launch.ptxas.txt"
 # The mangled FwdConfig<dtype, dim_qk, dim_v, probabilities, KV tile keys, scores, prepared v> in each kernel's name;
 # "fp8-p16": fp8 with float16 probabilities; "fp8-kv192": fp8 with KV tiles of 192 keys; "fp8-f16s": the same with
-# float16 scores only (q's codes scaled into their bound where they pass it); "prepared-v": the e4m3-code kernels
-# again, for v in FLASHPREFILL_V_LAYOUT_PREPARED.
+# float16 scores only (q's codes scaled into their bound where they pass it); "fp8-f16s-kv128": float16 scores at 128
+# keys a tile (per-block descales of 128-token blocks, a paged cache's per-page exponents); "prepared-v": the e4m3-code
+# kernels again, for v in FLASHPREFILL_V_LAYOUT_PREPARED.
 KERNELS = {f"{kind} {shape}{' prepared-v' if prepared else ''}":
            f"flashprefill_dtype{dtype}ELi{dim_qk}ELi128EL26flashprefill_probabilities{p}ELi{keys}E"
            f"L19flashprefill_scores{scores}ELb{prepared}ELb0ELb0E"
            for kind, dtype, p, keys, scores in (("bf16", 1, 0, 128, 2), ("fp8", 2, 0, 128, 2),
                                                 ("fp8-p16", 2, 1, 128, 2), ("fp8-kv192", 2, 0, 192, 2),
-                                                ("fp8-f16s", 2, 0, 192, 1))
+                                                ("fp8-f16s", 2, 0, 192, 1), ("fp8-f16s-kv128", 2, 0, 128, 1))
            for shape, dim_qk in (("hd128", 128), ("qk192_v128", 192))
-           for prepared in ((0, 1) if kind in ("fp8", "fp8-kv192", "fp8-f16s") else (0,))}
+           for prepared in ((0, 1) if kind in ("fp8", "fp8-kv192", "fp8-f16s", "fp8-f16s-kv128") else (0,))}
 # The wgmma each kernel must use: S = Q K^T, then P.V; e4m3 codes' row sums by P times ones, at 128 keys a wgmma
 # of their own (m64n8), at 192 keys within P.V (m64n136: V^T and 8 rows of ones), and not both.
 MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
        "fp8": ["QGMMA.64x128x32.F32.E4M3.E4M3", "QGMMA.64x8x32.F32.E4M3.E4M3"],
        "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
        "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"],
-       "fp8-f16s": ["QGMMA.64x192x32.F16.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"]}
+       "fp8-f16s": ["QGMMA.64x192x32.F16.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"],
+       "fp8-f16s-kv128": ["QGMMA.64x128x32.F16.E4M3.E4M3", "QGMMA.64x128x32.F32.E4M3.E4M3", "QGMMA.64x8x32.F32.E4M3.E4M3"]}
 NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"],
-           "fp8-kv192": ["QGMMA.64x8x32", ".F16.E4M3"], "fp8-f16s": ["QGMMA.64x8x32", "QGMMA.64x192x32.F32"]}
+           "fp8-kv192": ["QGMMA.64x8x32", ".F16.E4M3"], "fp8-f16s": ["QGMMA.64x8x32", "QGMMA.64x192x32.F32"],
+           "fp8-f16s-kv128": ["QGMMA.64x136x32", "QGMMA.64x192x32"]}
 
 # Each kernel's instruction mix: how many instructions of each opcode class, then all of them. A change to the machine
 # code shows here; where it is meant, measure the kernels it touches on the H200 (tools/bench.py), then update them.
@@ -76,6 +79,14 @@ MIX = {
                             147, 156, 41, 4, 22, 16, 11, 11, 10, 7, 48, 11, 4600),
     "fp8-f16s qk192_v128 prepared-v": (24, 0, 8, 54, 274, 28, 12, 1, 192, 292, 144, 52, 19,
                                        147, 92, 41, 4, 6, 0, 10, 10, 10, 8, 46, 11, 4256),
+    "fp8-f16s-kv128 hd128": (24, 0, 8, 54, 270, 28, 12, 1, 128, 196, 96, 36, 22,
+                             115, 84, 41, 4, 12, 8, 9, 11, 10, 3, 52, 11, 3728),
+    "fp8-f16s-kv128 hd128 prepared-v": (24, 0, 8, 54, 270, 28, 12, 1, 128, 196, 96, 36, 19,
+                                        115, 52, 41, 4, 4, 0, 8, 10, 10, 3, 46, 11, 3456),
+    "fp8-f16s-kv128 qk192_v128": (28, 0, 8, 54, 270, 28, 12, 1, 128, 196, 112, 36, 22,
+                                  147, 92, 41, 4, 14, 8, 11, 11, 10, 7, 52, 11, 3944),
+    "fp8-f16s-kv128 qk192_v128 prepared-v": (28, 0, 8, 54, 270, 28, 12, 1, 128, 196, 112, 36, 19,
+                                             147, 60, 41, 4, 6, 0, 10, 10, 10, 7, 46, 11, 3672),
 }
 
 
@@ -165,9 +176,10 @@ def test_o_stored_16_bytes_a_store(sass, dtype):
 
 
 # The kernels that round a bf16 q against fp8 k and v themselves (varlen, e4m3 P, dim_qk 128): 128-key tiles with
-# float32 scores, 192-key tiles with float16 scores.
-BF16_Q_KERNELS = {f"{keys} keys": f"flashprefill_probabilities0ELi{keys}EL19flashprefill_scores{scores}ELb0ELb1ELb1E"
-                  for keys, scores in ((128, 2), (192, 1))}
+# float32 or float16 scores, 192-key tiles with float16 scores.
+BF16_Q_KERNELS = {f"{keys} keys, {name} scores":
+                  f"flashprefill_probabilities0ELi{keys}EL19flashprefill_scores{scores}ELb0ELb1ELb1E"
+                  for keys, scores, name in ((128, 2, "float32"), (128, 1, "float16"), (192, 1, "float16"))}
 
 
 @pytest.mark.parametrize("kernel", list(BF16_Q_KERNELS))
@@ -256,11 +268,11 @@ def _windows(sass, dtype, markers):
 # The softmax's signature instructions and how many of them one 64-row tile needs per thread (a window must show
 # one of its kernel's): fp8 converts 64 code words in pairs (F2FP ... RELU), bf16 and float16 P exponentiate 64
 # scores (MUFU.EX2); fp8 at 192 keys prepares 96 code values (FFMA; their conversion waits for P's registers), with
-# float16 scores 48 pairs (HFMA2.RELU). bf16 at dim_qk 128 (FwdConfig::kLazyMax) takes its
+# float16 scores 48 pairs (HFMA2.RELU; 32 at 128 keys). bf16 at dim_qk 128 (FwdConfig::kLazyMax) takes its
 # exponentials after the wait; between the waits it measures 64 scores from the row's reference (FFMA) and takes
 # their max (FMNMX, at least one per score).
 SOFTMAX = {"fp8": [("F2FP.RELU.F16.F32.PACK_AB", 32)], "bf16": [("MUFU.EX2", 64)], "fp8-p16": [("MUFU.EX2", 64)],
-           "fp8-kv192": [("FFMA ", 96)], "fp8-f16s": [("HFMA2.RELU", 48)],
+           "fp8-kv192": [("FFMA ", 96)], "fp8-f16s": [("HFMA2.RELU", 48)], "fp8-f16s-kv128": [("HFMA2.RELU", 32)],
            "bf16 hd128": [("FFMA ", 64), ("FMNMX ", 64)]}
 
 
@@ -282,7 +294,7 @@ def test_softmax_overlaps_the_running_pv(sass, dtype):
 # at dim_qk 128, whose lazy max measures x against a reference, mostly below 0, and the float16-score kernels, whose
 # max is packed float16 maxima).
 ROW_MAX_SCORES = {k: 96 if k.split()[0] == "fp8-kv192" else 64 for k in KERNELS
-                  if k != "bf16 hd128" and k.split()[0] != "fp8-f16s"}
+                  if k != "bf16 hd128" and not k.startswith("fp8-f16s")}
 
 
 @pytest.mark.parametrize("dtype", list(ROW_MAX_SCORES))

@@ -334,15 +334,15 @@ def test_hopper_kernels_exist(lib, make, dims):
     assert status == Status.SUCCESS, f"{status.name}: {message}"
 
 
-# Float16 scores: the kernels with 192-key tiles (descales other than blocks of a multiple of 384 tokens take the
-# 128-key kernels, which have none; nor has float16 P).
+# Float16 scores: the kernels with 192-key tiles, and for blocks of a multiple of 128 tokens (not of 384) those with
+# 128-key tiles; float16 P has none.
 @pytest.mark.parametrize("dims", [(128, 128), (192, 128)], ids=["hd128", "qk192_v128"])
 @pytest.mark.parametrize("kind, block_tokens, probabilities, status", [
     (DescaleKind.NONE, 0, Probabilities.DEFAULT, Status.SUCCESS),
     (DescaleKind.PER_TENSOR, 0, Probabilities.DEFAULT, Status.SUCCESS),
     (DescaleKind.PER_HEAD, 0, Probabilities.DEFAULT, Status.SUCCESS),
     (DescaleKind.PER_BLOCK, 384, Probabilities.DEFAULT, Status.SUCCESS),
-    (DescaleKind.PER_BLOCK, 128, Probabilities.DEFAULT, NOT_SUPPORTED),
+    (DescaleKind.PER_BLOCK, 128, Probabilities.DEFAULT, Status.SUCCESS),
     (DescaleKind.PER_HEAD, 0, Probabilities.FP16, NOT_SUPPORTED),
 ], ids=["none", "per_tensor", "per_head", "blocks384", "blocks128", "fp16 P"])
 def test_hopper_float16_scores_kernels(lib, dims, kind, block_tokens, probabilities, status):

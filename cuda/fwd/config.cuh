@@ -143,8 +143,7 @@ struct FwdConfig {
     static constexpr int kConsumerWarpgroups = 2;
     static constexpr int kRowsPerWarpgroup = kBlockM / kConsumerWarpgroups;
     static_assert(kBlockN == 128 || (kBlockN == 192 && kPCodes), "192-key tiles exist for e4m3 codes only");
-    static_assert(kScores == ScoreKind::kF32 || (kPCodes && kBlockN == 192),
-                  "float16 scores exist in the e4m3-code kernels with 192-key tiles");
+    static_assert(kScores == ScoreKind::kF32 || kPCodes, "float16 scores exist in the e4m3-code kernels");
     static constexpr uint32_t kF16ScoresQCodeMax = f16_scores_q_code_max(kDimQk);
     // The largest magnitude of the codes bf16 q is rounded to: its float16 scores' bound, else e4m3's largest.
     static constexpr float kQCodeMax =
@@ -160,9 +159,10 @@ struct FwdConfig {
     static constexpr int kConverterThread0 = kBlockN == 192 ? 32 : 128;  // the first converting thread
     static constexpr int kConverterThreads = kBlockN == 192 ? 96 : 128;
     static constexpr int kThreads = 128 * (kProducerWarpgroups + kConsumerWarpgroups);
-    // e4m3 codes at 128 keys are computed into a second P buffer while P.V reads the first; elsewhere the softmax
-    // leaves its values in S and P is packed from them once P.V is done with its registers.
-    static constexpr bool kPDoubleBuffered = kPCodes && kBlockN == 128;
+    // e4m3 codes from float32 scores at 128 keys are computed into a second P buffer while P.V reads the first;
+    // elsewhere (float16 scores encode in place) the softmax leaves its values in S and P is packed from them once
+    // P.V is done with its registers.
+    static constexpr bool kPDoubleBuffered = kPCodes && kBlockN == 128 && kScores == ScoreKind::kF32;
     // e4m3 codes: P's row sums by the P.V wgmma itself (m64n136: V^T and 8 rows of ones, vt_layout.cuh) at 192 keys;
     // at 128 the consumers' 216 registers hold no 68-register accumulator range (ptxas serializes the wgmma), so a
     // second wgmma (m64n8) per K step multiplies P by the ones.

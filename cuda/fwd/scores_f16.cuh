@@ -1,5 +1,5 @@
 // Float16 scores (FLASHPREFILL_SCORES_FP16): S = Q K^T accumulated in float16 pairs (wgmma .f16: 48 registers at
-// 192 keys). So that no partial sum of S can pass float16's range, each warpgroup's item first brings its 64 rows of
+// 192 keys, 32 at 128). So that no partial sum of S can pass float16's range, each warpgroup's item first brings its 64 rows of
 // q codes within Config::kF16ScoresQCodeMax by a power of two 2^-shift where they pass it (rounded to e4m3 again),
 // and the score scale takes 2^shift back (exact: a power of two).
 #pragma once
@@ -37,7 +37,10 @@ struct F16Scores : QkOperands<Config> {
         const uint64_t k_stage_desc = Base::k_stage_desc(k_desc0, stage);
 #pragma unroll
         for (int step = 0; step < Base::kQkSteps; ++step)
-            ptx::wgmma_m64n192k32_f16_e4m3_rs(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
+            if constexpr (Config::kBlockN == 192)
+                ptx::wgmma_m64n192k32_f16_e4m3_rs(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
+            else
+                ptx::wgmma_m64n128k32_f16_e4m3_rs(s, q_frag[step], Base::k_desc(k_stage_desc, step), step > 0);
         ptx::wgmma_commit_group();
     }
 

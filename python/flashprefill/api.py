@@ -231,8 +231,9 @@ def attention(q, k, v, *, causal=True, softmax_scale=None, q_descale=None, k_des
     has them divided by the least power of two that brings them within it, rounded to e4m3 again (exact but where
     a code becomes subnormal), its scores' scale multiplied alike. A float16 score is off by up to 2^-11 of its
     magnitude, so the kernel's own error grows with the range of the scores; quantize_qkv(scores="fp16") gives
-    codes within the bound. Hopper kernels with 192-key tiles only: descales None, factors, or BlockScales of a
-    multiple of 384 tokens. "default": "fp16" where such a kernel takes the call, else "fp32" (end to end from
+    codes within the bound. Hopper kernels with 192-key tiles (descales None, factors, or BlockScales of a multiple
+    of 384 tokens) and 128-key tiles (BlockScales of a multiple of 128). "default": "fp16" where such a kernel takes
+    the call, else "fp32" (end to end from
     float inputs the two measure within 1% of each other: docs/numerics.md).
     out: optional bfloat16 (batch, seqlen_q, heads_q, dim_v) device array to write; by default a new one of
     q's library (torch for torch, else CuPy).
@@ -441,9 +442,9 @@ def quantize_qkv(q, k, v, *, rotate=True, smooth_k=False, per_block="auto", seed
     v_layout="prepared": v as a PreparedV, which the Hopper kernels load without transposing it (written in that
     layout by the quantizer itself where per_block is a multiple of 16 tokens, else by prepare_v).
     scores="auto", v_layout="auto" (the defaults): the fastest the library serving q's device runs with these
-    scales, as it states them (policy.query): on Hopper (the CUDA build) float16 scores where per_block is a multiple
-    of 384 tokens or None (the kernels with 192-key tiles) and v prepared; "fp32" and "default" on gfx950 and with
-    probabilities="fp16".
+    scales, as it states them (policy.query): on Hopper (the CUDA build) float16 scores (the kernels with 192-key
+    tiles where per_block is a multiple of 384 tokens or None, else those with 128-key tiles) and v prepared; "fp32"
+    and "default" on gfx950 and with probabilities="fp16".
     The choice is in the dict ("scores" always, and v's type). End to end from float inputs, float16 scores measure the
     same error as float32 ones (docs/numerics.md).
     probabilities: the P of the attention these inputs are for, "default" or "fp16" (then also in the dict).
