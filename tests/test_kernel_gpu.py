@@ -330,7 +330,7 @@ def test_fp8_fp16_probabilities(shape, causal, descales, dims):
 # Float16 scores (scores="fp16"): q's codes shrunk by a power of two into flashprefill.h's bound (+-1.125 at dim_qk
 # 128, +-0.75 at 192: 448 / 2^9 and 448 / 2^10), its descale grown alike, so that every 64-row group takes them.
 F16_SCORES_Q_SHIFT = {128: 9, 192: 10}
-F16_SCORES_DESCALES = ["per_tensor", "per_head", "per_block384"]  # the kernels with 192-key tiles
+F16_SCORES_DESCALES = FP8_DESCALES  # 192-key tiles, and 128-key tiles for per_block128 and per_block256
 
 
 def _per_element_scale(descale, shape, heads_kv):
@@ -474,15 +474,18 @@ def test_fp8_float16_scores_on_fa3_codes(shape, causal, dims):
 
 
 @shapes.over_attention_dims
-@pytest.mark.parametrize("descales, chosen", [("per_head", "fp16"), ("per_block384", "fp16"), ("per_block128", "fp32")])
-def test_default_scores_take_float16_where_a_kernel_has_them(descales, chosen, dims):
-    """scores="default" (attention's default) runs float16 scores where the 192-key kernels take the descales and
-    float32 scores elsewhere: its output equals the chosen option's bit for bit, and, where both run, differs from
-    the other's; supports() agrees. FA3-style codes, so the float16 kernels shrink q's codes as well."""
+@pytest.mark.parametrize("descales, probabilities, chosen", [
+    ("per_head", "default", "fp16"), ("per_block384", "default", "fp16"), ("per_block128", "default", "fp16"),
+    ("per_block128", "fp16", "fp32")])
+def test_default_scores_take_float16_where_a_kernel_has_them(descales, probabilities, chosen, dims):
+    """scores="default" (attention's default) runs float16 scores where a kernel with e4m3 probabilities takes the
+    descales (192-key tiles, or 128-key tiles for blocks of 128 tokens) and float32 scores elsewhere (float16
+    probabilities): its output equals the chosen option's bit for bit, and, where both run, differs from the
+    other's; supports() agrees. FA3-style codes, so the float16 kernels shrink q's codes as well."""
     seed = _seed()
     shape = (1, 500, 500, 4, 2)
     (q8, qd, _), (k8, kd, _), (v8, vd, _) = _fp8_problem(shape, dims, descales, seed)
-    kwargs = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+    kwargs = dict(q_descale=qd, k_descale=kd, v_descale=vd, probabilities=probabilities)
     default, spelled = fp.attention(q8, k8, v8, **kwargs), fp.attention(q8, k8, v8, scores=chosen, **kwargs)
     other = "fp32" if chosen == "fp16" else "fp16"
     has_other = fp.supports(q8, k8, v8, scores=other, **kwargs)
@@ -706,9 +709,9 @@ def test_prepare_v_layout_bit_exact(pitch):
         assert (rows[..., positions:] == 0x55).all(), "prepare_v wrote past the positions of a row"
 
 
-# Both tile sizes (blocks of 128 tokens take the 128-key kernels), float16 scores in the 192-key ones.
+# Both tile sizes (blocks of 128 tokens take the 128-key kernels), float32 and float16 scores in each.
 PREPARED_V_CASES = [("per_head", "fp32"), ("per_block128", "fp32"), ("per_block384", "fp32"), ("per_head", "fp16"),
-                    ("per_block384", "fp16")]
+                    ("per_block128", "fp16"), ("per_block384", "fp16")]
 
 
 @shapes.over_attention_dims

@@ -207,12 +207,14 @@ def test_strided_input(rng):
 
 def test_quantize_qkv_per_block_is_the_model(rng):
     """fp.quantize_qkv(per_block=...) on the GPU equals prepare.quantize_qkv on the host (rotation and K
-    smoothing included), and its output runs through attention."""
+    smoothing included; q's codes within the bound of the scores it chose), and its output runs through attention."""
     shape_q, shape_kv = (1, 333, 8, 128), (1, 333, 2, 128)
     q, k, v = (_device(_uneven(rng, s), "float32") for s in (shape_q, shape_kv, shape_kv))
     seed = int(rng.integers(1 << 31))
     prepared = fp.quantize_qkv(q, k, v, per_block=128, smooth_k=True, seed=seed, v_layout="default")
-    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), per_block=128, smooth_k=True, seed=seed)
+    bound = policy.query("cuda", 128, 128, scores=prepared["scores"], per_block=128).q_code_max
+    model = prepare.quantize_qkv(*(_host(t) for t in (q, k, v)), per_block=128, smooth_k=True, seed=seed,
+                                 q_code_max=bound)
     for name in "qkv":
         np.testing.assert_array_equal(ga.bits(ga.to_host(prepared[name])), model[name])
         np.testing.assert_array_equal(ga.to_host(prepared[f"{name}_descale"].exponents), model[f"{name}_descale"][0])
@@ -262,13 +264,13 @@ def test_quantize_qkv_float16_scores(rng, dim_qk, per_block):
 
 @pytest.mark.parametrize("per_block, probabilities, scores, v_layout", [
     ("unset", "default", "fp16", "prepared"), (None, "default", "fp16", "prepared"),
-    (768, "default", "fp16", "prepared"), (128, "default", "fp32", "prepared"), ("unset", "fp16", "fp32", "default")])
+    (768, "default", "fp16", "prepared"), (128, "default", "fp16", "prepared"), ("unset", "fp16", "fp32", "default")])
 @shapes.over_dims_qk
 def test_quantize_qkv_defaults(rng, dim_qk, per_block, probabilities, scores, v_layout):
     """quantize_qkv's defaults on Hopper: the library's preferred blocks (384 tokens, the 192-key kernels' multiple;
     128 for float16 probabilities, whose kernels take 128-key tiles at any multiple of 128, so the finer scales cost
-    nothing); "auto" scores and v_layout give float16 scores where the 192-key kernels take the scales, v prepared,
-    neither for float16 probabilities. The library takes the dict
+    nothing); "auto" scores and v_layout give float16 scores (192-key kernels, or 128-key ones for blocks of a
+    multiple of 128 tokens) and v prepared, neither for float16 probabilities. The library takes the dict
     (supports), and attention gives the output of the same options spelled out, bit for bit."""
     shape_q, shape_kv = (1, 800, 8, dim_qk), (1, 800, 2, dim_qk)
     q, k = (_device(rng.standard_normal(s), "float32") for s in (shape_q, shape_kv))

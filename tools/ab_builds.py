@@ -59,7 +59,8 @@ def cases(torch, fp):
     dev, fp8 = torch.device("cuda"), torch.float8_e4m3fn
     mixed = list(bench_varlen_cases.sample_lengths(65536, 1024, 16, 16384, 0))
 
-    def inputs(rows, heads_q, heads_kv, dim_qk, kind):
+    def inputs(rows, heads_q, heads_kv, dim_qk, kind, blocks_of=None):
+        """q, k, v and their descale keywords; blocks_of: a varlen batch's lengths (its BlockScales' shape)."""
         q, k, v = (torch.randn(rows + (h, d), device=dev) for h, d in ((heads_q, dim_qk), (heads_kv, dim_qk),
                                                                           (heads_kv, 128)))
         if kind == "bf16":
@@ -69,11 +70,17 @@ def cases(torch, fp):
         if kind == "bf16q":  # q in bf16 against k and v's codes, rotated and rounded by the kernel
             signs = torch.where(torch.rand(dim_qk, device=dev) < 0.5, -1.0, 1.0)
             return (q.bfloat16(), *codes), dict(k_descale=one, v_descale=one, q_rotation_signs=signs)
+        if kind.startswith("fp8 blocks"):  # power-of-two exponents per block of tokens, as a paged cache has per page
+            block = int(kind.removeprefix("fp8 blocks"))
+            batch, seqlen = (len(blocks_of), max(blocks_of)) if blocks_of else rows[:2]
+            scales = [fp.BlockScales(torch.randint(-3, 0, (batch, h, -(-seqlen // block)), dtype=torch.int8,
+                                                   device=dev), block) for h in (heads_q, heads_kv, heads_kv)]
+            return (q.div(4).to(fp8), *codes), dict(zip(("q_descale", "k_descale", "v_descale"), scales))
         return (q.div(4).to(fp8), *codes), dict(q_descale=one, k_descale=one, v_descale=one)
 
     def varlen(lengths, heads_q, heads_kv, dim_qk, kind):
         def make():
-            (q, k, v), kw = inputs((sum(lengths),), heads_q, heads_kv, dim_qk, kind)
+            (q, k, v), kw = inputs((sum(lengths),), heads_q, heads_kv, dim_qk, kind, lengths)
             cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=dev)
             longest = max(lengths)
             outs = {name: torch.empty(q.shape[:2] + (128,), dtype=torch.bfloat16, device=dev) for name in "AB"}
@@ -101,6 +108,12 @@ def cases(torch, fp):
         table[f"hd128 4kx4 dense {kind}"] = (flops([4096] * 4, 32, 128), dense(4, 4096, 32, 8, 128, kind))
         table[f"hd128 16k dense {kind}"] = (flops([16384], 32, 128), dense(1, 16384, 32, 8, 128, kind))
         table[f"mla 16k dense {kind}"] = (flops([16384], 16, 192), dense(1, 16384, 16, 16, 192, kind))
+    for block, lengths in ((128, [16384]), (256, mixed)):  # the per-page exponents of a paged cache's own form
+        kind = f"fp8 blocks{block}"
+        table[f"hd128 mixed 64k {kind}" if len(lengths) > 1 else f"hd128 16k varlen {kind}"] = (
+            flops(lengths, 32, 128), varlen(lengths, 32, 8, 128, kind))
+        table[f"mla mixed 64k {kind}" if len(lengths) > 1 else f"mla 16k varlen {kind}"] = (
+            flops(lengths, 16, 192), varlen(lengths, 16, 16, 192, kind))
     table["hd128 4x4k bf16q rotated"] = (flops([4096] * 4, 32, 128), varlen([4096] * 4, 32, 8, 128, "bf16q"))
     table["hd128 mixed 64k bf16q rotated"] = (flops(mixed, 32, 128), varlen(mixed, 32, 8, 128, "bf16q"))
     return table
