@@ -105,6 +105,7 @@ TRANSFORMERS_INSTALLED = "transformers is installed here: the refusal without it
 PEER_SKIPS = (NO_TORCH, NO_FA3, NO_TORCH_INPUTS)
 NO_TORCH_DISTRIBUTED = "torch is not installed: the ring over torch.distributed (gloo, on the host) did not run; " \
                        "test_context_parallel.py runs it on threads"
+NO_TORCH_TOOLS = "torch is not installed: the torch-based tools' host pieces (tools/one_launch.py) were not tried"
 FEWER_GPUS = "fewer GPUs are visible than the ring has ranks: the multi-GPU run did not run " \
              "(test_context_parallel_gpu.py runs the algorithm on one GPU)"
 HARDWARE_SKIPS = (FEWER_GPUS,)  # a gpu test that needs more GPUs than the machine has

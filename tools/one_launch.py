@@ -2,12 +2,83 @@
 
     python tools/one_launch.py --dtype fp8 --seq 16384 --heads 32 --heads-kv 8 [--repeat 1] [--block-tokens 128]
                                [--probabilities fp16] [--v-layout prepared]
+    python tools/one_launch.py --dtype fp8 --lengths 500,17,1,300 [--page-size 128 --block-tokens 128]
+
+--lengths makes it one attention_varlen call on a packed batch of those sequences (the varlen kernels and the plan
+kernel before them); --page-size puts k and v in a paged cache, pages permuted (the paged loads; with --block-tokens
+equal to it, one exponent per page and kv head).
 """
 import argparse
+import itertools
 
 import torch
 
 import flashprefill as fp
+
+
+def _codes_and_descales(args, x, blocks_of):
+    """fp8 codes of x's q, k, v and their descales: factors of 1, or BlockScales of random exponents in -3..3 with
+    the (batch, heads) of blocks_of(name)."""
+    codes = {name: t.to(torch.float8_e4m3fn) for name, t in x.items()}
+    if not args.block_tokens:
+        one = torch.ones((), device="cuda")
+        return codes, dict(q_descale=one, k_descale=one, v_descale=one)
+    scales = {}
+    for name in "qkv":
+        exponents = torch.randint(-3, 4, blocks_of(name), device="cuda", dtype=torch.int8)
+        scales[f"{name}_descale"] = fp.BlockScales(exponents, args.block_tokens)
+    return codes, scales
+
+
+def _page_table(lengths, page_size, device="cuda"):
+    """A block table (batch, max pages) int32 over a random permutation of the pages, and the count of pages."""
+    counts = [-(-n // page_size) for n in lengths]
+    order = torch.randperm(sum(counts), device=device).to(torch.int32)
+    table = torch.zeros((len(lengths), max(counts)), dtype=torch.int32, device=device)
+    for b, (first, count) in enumerate(zip(itertools.accumulate([0] + counts), counts)):
+        table[b, :count] = order[first:first + count]
+    return table, sum(counts)
+
+
+def _paged(rows, lengths, page_size, table, num_pages):
+    """The packed rows (total, heads, dim) of sequences of these lengths as a cache (num_pages, page_size, heads,
+    dim) laid out by the block table."""
+    cache = torch.zeros((num_pages, page_size) + tuple(rows.shape[1:]), dtype=rows.dtype, device=rows.device)
+    for b, (first, n) in enumerate(zip(itertools.accumulate([0] + lengths), lengths)):
+        for j in range(-(-n // page_size)):
+            keys = min(page_size, n - j * page_size)
+            cache[int(table[b, j]), :keys] = rows[first + j * page_size:first + j * page_size + keys]
+    return cache
+
+
+def _varlen_call(args, heads_kv, dim_v):
+    """attention_varlen's arguments and keywords for --lengths (and --page-size)."""
+    lengths = [int(n) for n in args.lengths.split(",")]
+    total, longest, batch = sum(lengths), max(lengths), len(lengths)
+    if args.page_size and args.block_tokens not in (None, args.page_size):
+        raise SystemExit("--block-tokens must equal --page-size for a paged cache (one exponent per page)")
+    if args.v_layout == "prepared":
+        raise SystemExit("--v-layout prepared: the varlen kernels take v as every tensor")
+    table, num_pages = _page_table(lengths, args.page_size) if args.page_size else (None, 0)
+    x = {name: torch.randn((total, heads, dim), device="cuda")
+         for name, heads, dim in (("q", args.heads, args.dim), ("k", heads_kv, args.dim), ("v", heads_kv, dim_v))}
+
+    def blocks_of(name):
+        if name != "q" and args.page_size:
+            return (num_pages, heads_kv)
+        return (batch, args.heads if name == "q" else heads_kv, -(-longest // args.block_tokens))
+    if args.dtype == "bf16":
+        t, kwargs = {name: value.to(torch.bfloat16) for name, value in x.items()}, {}
+    else:
+        t, kwargs = _codes_and_descales(args, x, blocks_of)
+        kwargs.update(probabilities=args.probabilities, scores=args.scores)
+    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device="cuda")
+    k, v, cu_k = t["k"], t["v"], cu
+    if args.page_size:
+        k, v = (_paged(t[name], lengths, args.page_size, table, num_pages) for name in "kv")
+        cu_k = None
+        kwargs.update(block_table=table, seqused_k=torch.tensor(lengths, dtype=torch.int32, device="cuda"))
+    return (t["q"], k, v, cu, cu_k, longest, longest), kwargs
 
 
 def main():
@@ -15,6 +86,9 @@ def main():
     ap.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--lengths", default=None,
+                    help="comma-separated sequence lengths: one attention_varlen call (--batch and --seq unused)")
+    ap.add_argument("--page-size", type=int, default=None, help="with --lengths: k and v in a paged cache")
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--heads-kv", type=int, default=8)
     ap.add_argument("--dim", type=int, default=128, help="dim_qk")
@@ -29,29 +103,29 @@ def main():
     ap.add_argument("--v-layout", choices=("default", "prepared"), default="default",
                     help="fp8: v as every tensor, or prepared (prepare_v, before the launches)")
     args = ap.parse_args()
-    shape = {"q": (args.batch, args.seq, args.heads, args.dim), "k": (args.batch, args.seq, args.heads_kv, args.dim),
-             "v": (args.batch, args.seq, args.heads_kv, args.dim_v or args.dim)}
-    x = {name: torch.randn(s, device="cuda") for name, s in shape.items()}
-    kwargs = {}
-    if args.dtype == "bf16":
-        q, k, v = (x[n].to(torch.bfloat16) for n in "qkv")
+    dim_v = args.dim_v or args.dim
+    if args.lengths:
+        call_args, kwargs = _varlen_call(args, args.heads_kv, dim_v)
+        for _ in range(args.repeat):
+            out = fp.attention_varlen(*call_args, causal=args.causal, check=True, **kwargs)
+        q, k = call_args[:2]
     else:
-        q, k, v = (x[n].to(torch.float8_e4m3fn) for n in "qkv")
-        if args.block_tokens:
-            def scales(x):
-                blocks = -(-x.shape[1] // args.block_tokens)
-                exponents = torch.randint(-3, 4, (args.batch, x.shape[2], blocks), device="cuda", dtype=torch.int8)
-                return fp.BlockScales(exponents, args.block_tokens)
-            kwargs = dict(q_descale=scales(q), k_descale=scales(k), v_descale=scales(v))
+        rows = (args.batch, args.seq)
+        shape = {"q": rows + (args.heads, args.dim), "k": rows + (args.heads_kv, args.dim),
+                 "v": rows + (args.heads_kv, dim_v)}
+        x = {name: torch.randn(s, device="cuda") for name, s in shape.items()}
+        kwargs = {}
+        if args.dtype == "bf16":
+            q, k, v = (x[n].to(torch.bfloat16) for n in "qkv")
         else:
-            one = torch.ones((), device="cuda")
-            kwargs = dict(q_descale=one, k_descale=one, v_descale=one)
-        kwargs["probabilities"] = args.probabilities
-        kwargs["scores"] = args.scores
-        if args.v_layout == "prepared":
-            v = fp.prepare_v(v)
-    for _ in range(args.repeat):
-        out = fp.attention(q, k, v, causal=args.causal, **kwargs)
+            blocks = lambda name: (args.batch, shape[name][2], -(-args.seq // args.block_tokens))
+            codes, kwargs = _codes_and_descales(args, x, blocks)
+            q, k, v = (codes[n] for n in "qkv")
+            kwargs.update(probabilities=args.probabilities, scores=args.scores)
+            if args.v_layout == "prepared":
+                v = fp.prepare_v(v)
+        for _ in range(args.repeat):
+            out = fp.attention(q, k, v, causal=args.causal, **kwargs)
     torch.cuda.synchronize()
     print(f"{args.dtype} P {args.probabilities} S {args.scores} v {args.v_layout} {tuple(q.shape)} kv {tuple(k.shape)}: "
           f"out finite: {bool(torch.isfinite(out).all())}")
