@@ -284,12 +284,13 @@ __device__ __forceinline__ void fence_registers(uint32_t (&r)[N])
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "   \
     "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define FP_WGMMA_D32 "{" FP_WGMMA_R32 "}"
-#define FP_WGMMA_D32_OPERANDS(d)                                                                              \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
-        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),           \
-        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),           \
-        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+// Their operands with constraint c: "+f" for float32 accumulators, "+r" for float16 pairs (f16x2 in a register).
+#define FP_WGMMA_D32_OPERANDS_AS(c, d)                                                                        \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]),         \
+        c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]),    \
+        c(d[21]), c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]),    \
+        c(d[31])
+#define FP_WGMMA_D32_OPERANDS(d) FP_WGMMA_D32_OPERANDS_AS("+f", d)
 #define FP_WGMMA_R64                                                                                          \
     FP_WGMMA_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "                                      \
                  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "\
@@ -439,7 +440,12 @@ __device__ __forceinline__ void wgmma_m64n192k32_f32_e4m3_ss(float (&d)[96], uin
 
 // The 48 f16x2 accumulators of an m64n192 float16 tile (two neighbouring columns of a row in each, the pairs of the
 // float32 layout) as asm operands %0..%47.
-#define FP_WGMMA_D48_F16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define FP_WGMMA_D48_F16                                                                                      \
+    "{" FP_WGMMA_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define FP_WGMMA_D48_F16_OPERANDS(d)                                                                          \
+    FP_WGMMA_D32_OPERANDS_AS("+r", d), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]),          \
+        "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]),  \
+        "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
 
 // wgmma.mma_async m64n192k32 f16 += e4m3 * e4m3, A from registers (4 x e4m3x4), B K-major in shared memory (S = Q K^T
 // with float16 scores). scale_d = 0 overwrites the accumulators.
@@ -449,7 +455,7 @@ __device__ __forceinline__ void wgmma_m64n192k32_f16_e4m3_rs(uint32_t (&d)[48], 
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n192k32.f16.e4m3.e4m3 " FP_WGMMA_D48_F16
                  ", {%48, %49, %50, %51}, %52, p, 1, 1;\n}\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+                 : FP_WGMMA_D48_F16_OPERANDS(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
@@ -459,18 +465,15 @@ __device__ __forceinline__ void wgmma_m64n128k32_f16_e4m3_rs(uint32_t (&d)[32], 
                                                              uint32_t scale_d)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
-                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
-                 "%31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
-                   "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
-                   "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
-                   "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 " FP_WGMMA_D32
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : FP_WGMMA_D32_OPERANDS_AS("+r", d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
 #undef FP_WGMMA_D48_F16
+#undef FP_WGMMA_D48_F16_OPERANDS
+#undef FP_WGMMA_D32_OPERANDS_AS
 
 #undef FP_WGMMA_R32
 #undef FP_WGMMA_D32
