@@ -295,7 +295,8 @@ extern "C" const fp_kernel_entry fp_backend_kernels[] = {
         "hopper_fwd_fp8_qk192_v128_kv192_f16s"),
     // no varlen twin: with varlen's registers ptxas spilled its consumers (the next kernel takes such calls)
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 192>, false>("hopper_fwd_fp8_qk192_v128_kv192"),
-    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 128, fp::kF16S>>("hopper_fwd_fp8_qk192_v128_f16s"),
+    fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kDefaultP, 128, fp::kF16S>>(
+        "hopper_fwd_fp8_qk192_v128_f16s"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128>>("hopper_fwd_fp8_qk192_v128"),
     fp::kernel_entry<fp::FwdConfig<fp::kFp8, 192, 128, fp::kFp16P>, false>("hopper_fwd_fp8_qk192_v128_fp16p"),
 };

@@ -1,6 +1,7 @@
 """The gpu rule of conftest.py, on a small suite run by pytester with the machine's answers simulated: where no GPU is
 visible gpu tests skip; where one is visible, a gpu test that cannot run, or a file skipped as a whole, fails, and
-only a missing peer (markers.PEER_SKIPS) or too few GPUs (markers.HARDWARE_SKIPS) may skip. The groups are registered (`-m gpu`, `-m emulator` select)."""
+only a missing peer (markers.PEER_SKIPS) or too few GPUs (markers.HARDWARE_SKIPS) may skip. The groups are
+registered (`-m gpu`, `-m emulator` select)."""
 import glob
 import pathlib
 import re

@@ -36,7 +36,8 @@ MMA = {"bf16": ["HGMMA.64x128x16.F32.BF16"],
        "fp8-p16": ["QGMMA.64x128x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32 "],
        "fp8-kv192": ["QGMMA.64x192x32.F32.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"],
        "fp8-f16s": ["QGMMA.64x192x32.F16.E4M3.E4M3", "QGMMA.64x136x32.F32.E4M3.E4M3"],
-       "fp8-f16s-kv128": ["QGMMA.64x128x32.F16.E4M3.E4M3", "QGMMA.64x128x32.F32.E4M3.E4M3", "QGMMA.64x8x32.F32.E4M3.E4M3"]}
+       "fp8-f16s-kv128": ["QGMMA.64x128x32.F16.E4M3.E4M3", "QGMMA.64x128x32.F32.E4M3.E4M3",
+                          "QGMMA.64x8x32.F32.E4M3.E4M3"]}
 NOT_MMA = {"bf16": [], "fp8": ["QGMMA.64x136x32"], "fp8-p16": ["QGMMA.64x8x32"],
            "fp8-kv192": ["QGMMA.64x8x32", ".F16.E4M3"], "fp8-f16s": ["QGMMA.64x8x32", "QGMMA.64x192x32.F32"],
            "fp8-f16s-kv128": ["QGMMA.64x136x32", "QGMMA.64x192x32"]}

@@ -109,12 +109,11 @@ def cases(torch, fp):
         table[f"hd128 4kx4 dense {kind}"] = (flops([4096] * 4, 32, 128), dense(4, 4096, 32, 8, 128, kind))
         table[f"hd128 16k dense {kind}"] = (flops([16384], 32, 128), dense(1, 16384, 32, 8, 128, kind))
         table[f"mla 16k dense {kind}"] = (flops([16384], 16, 192), dense(1, 16384, 16, 16, 192, kind))
-    for block, lengths in ((128, [16384]), (256, mixed)):  # the per-page exponents of a paged cache's own form
+    # the per-page exponents of a paged cache's own form
+    for shape, block, lengths in (("16k varlen", 128, [16384]), ("mixed 64k", 256, mixed)):
         kind = f"fp8 blocks{block}"
-        table[f"hd128 mixed 64k {kind}" if len(lengths) > 1 else f"hd128 16k varlen {kind}"] = (
-            flops(lengths, 32, 128), varlen(lengths, 32, 8, 128, kind))
-        table[f"mla mixed 64k {kind}" if len(lengths) > 1 else f"mla 16k varlen {kind}"] = (
-            flops(lengths, 16, 192), varlen(lengths, 16, 16, 192, kind))
+        table[f"hd128 {shape} {kind}"] = (flops(lengths, 32, 128), varlen(lengths, 32, 8, 128, kind))
+        table[f"mla {shape} {kind}"] = (flops(lengths, 16, 192), varlen(lengths, 16, 16, 192, kind))
     table["hd128 4x4k bf16q rotated"] = (flops([4096] * 4, 32, 128), varlen([4096] * 4, 32, 8, 128, "bf16q"))
     table["hd128 mixed 64k bf16q rotated"] = (flops(mixed, 32, 128), varlen(mixed, 32, 8, 128, "bf16q"))
     return table

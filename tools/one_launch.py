@@ -51,8 +51,9 @@ def _paged(rows, lengths, page_size, table, num_pages):
     return cache
 
 
-def _varlen_call(args, heads_kv, dim_v):
+def _varlen_call(args):
     """attention_varlen's arguments and keywords for --lengths (and --page-size)."""
+    heads_kv, dim_v = args.heads_kv, args.dim_v or args.dim
     lengths = [int(n) for n in args.lengths.split(",")]
     total, longest, batch = sum(lengths), max(lengths), len(lengths)
     if args.page_size and args.block_tokens not in (None, args.page_size):
@@ -103,14 +104,13 @@ def main():
     ap.add_argument("--v-layout", choices=("default", "prepared"), default="default",
                     help="fp8: v as every tensor, or prepared (prepare_v, before the launches)")
     args = ap.parse_args()
-    dim_v = args.dim_v or args.dim
     if args.lengths:
-        call_args, kwargs = _varlen_call(args, args.heads_kv, dim_v)
+        call_args, kwargs = _varlen_call(args)
         for _ in range(args.repeat):
             out = fp.attention_varlen(*call_args, causal=args.causal, check=True, **kwargs)
         q, k = call_args[:2]
     else:
-        rows = (args.batch, args.seq)
+        rows, dim_v = (args.batch, args.seq), args.dim_v or args.dim
         shape = {"q": rows + (args.heads, args.dim), "k": rows + (args.heads_kv, args.dim),
                  "v": rows + (args.heads_kv, dim_v)}
         x = {name: torch.randn(s, device="cuda") for name, s in shape.items()}

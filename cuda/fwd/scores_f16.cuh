@@ -1,7 +1,7 @@
 // Float16 scores (FLASHPREFILL_SCORES_FP16): S = Q K^T accumulated in float16 pairs (wgmma .f16: 48 registers at
-// 192 keys, 32 at 128). So that no partial sum of S can pass float16's range, each warpgroup's item first brings its 64 rows of
-// q codes within Config::kF16ScoresQCodeMax by a power of two 2^-shift where they pass it (rounded to e4m3 again),
-// and the score scale takes 2^shift back (exact: a power of two).
+// 192 keys, 32 at 128). So that no partial sum of S can pass float16's range, each warpgroup's item first brings its
+// 64 rows of q codes within Config::kF16ScoresQCodeMax by a power of two 2^-shift where they pass it (rounded to e4m3
+// again), and the score scale takes 2^shift back (exact: a power of two).
 #pragma once
 
 #include <cstdint>

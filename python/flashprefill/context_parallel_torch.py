@@ -134,7 +134,8 @@ def gather(out, lse, seqlen, group=None):
     padded_out = torch.zeros((longest,) + tuple(out.shape[1:]), dtype=out.dtype, device=out.device)
     padded_lse = torch.zeros((lse.shape[0], longest), dtype=lse.dtype, device=lse.device)
     padded_out[:out.shape[0]], padded_lse[:, :lse.shape[1]] = out, lse
-    outs, lses = [torch.empty_like(padded_out) for _ in range(world)], [torch.empty_like(padded_lse) for _ in range(world)]
+    outs = [torch.empty_like(padded_out) for _ in range(world)]
+    lses = [torch.empty_like(padded_lse) for _ in range(world)]
     dist.all_gather(outs, padded_out, group=group)
     dist.all_gather(lses, padded_lse, group=group)
     full_out = torch.empty((seqlen,) + tuple(out.shape[1:]), dtype=out.dtype, device=out.device)
