@@ -229,6 +229,38 @@ def test_workspace_reused_and_calls_deterministic():
         f"seed {seed}: repeated calls differ"
 
 
+PLAN_TILE_ROWS = 128  # the query rows of a plan entry (src/launch_common.h's FP_VARLEN_TILE_ROWS)
+
+
+@pytest.mark.parametrize("lengths", [[1536] * 4, [3000, 1000, 500, 700]], ids=str)
+def test_plan_lists_every_item_once(lengths):
+    """More items than SMs (16 kv heads, a query head each, bf16: several rounds, L2 sections): the plan's list, read
+    back from the workspace (16 bytes of header: error, sequence, value, entries; then 32 bytes an entry, the
+    sequence, query tile and kv head at words 4-6), holds every (sequence, query tile, kv head) once, and the output
+    is right."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    case = vc.varlen_case(rng, lengths, lengths, (16, 16), (128, 128), "bf16")
+    args = _arguments(case)
+    workspace = cp.zeros(fp.varlen_workspace_bytes(**args), cp.uint8)
+    out, tail = _poisoned_out(case, 128, seed)
+    _, lse = fp.attention_varlen(**args, out=out, workspace=workspace, return_lse=True, check=True)
+    ga.synchronize()
+    error, _, _, count = (int(x) for x in cp.asnumpy(workspace[:16].view(cp.int32)))
+    entries = cp.asnumpy(workspace[16:16 + 32 * count].view(cp.int32)).reshape(count, 8)
+    listed = sorted(tuple(int(x) for x in e[4:7]) for e in entries)
+    expected = sorted((b, m, h) for b, n in enumerate(lengths) for m in range(-(-n // PLAN_TILE_ROWS))
+                      for h in range(16))
+    assert error == 0 and listed == expected, \
+        f"seed {seed}: the plan listed {count} entries, {len(set(listed))} distinct, of {len(expected)}"
+    assert ga.equal(out[case.cu_q[-1]:], tail), f"seed {seed}: rows past cu_seqlens_q[batch] were written"
+    ref, ref_lse = case.reference(True)
+    host, host_lse = ga.host_f64(out), cp.asnumpy(lse).astype(np.float64)
+    vc.check_structure(case, host, host_lse, ref_lse, seed)
+    vc.check_lse(case, host_lse, ref_lse, seed)
+    vc.check_sequences(case, host, ref, _sdpa_bound(case, True), seed)  # last: it skips without torch
+
+
 def _corrupt(case, name):
     """The Case's arguments with one device array holding values the check kernel must refuse."""
     args = _arguments(case)
