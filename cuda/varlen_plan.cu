@@ -5,7 +5,11 @@
 // in order, each section's K and V within 30% of L2 and its items at least three rounds of the grid; within a
 // section the items sorted by the KV tiles they visit, costliest first in the last section and every second one
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
-// from DRAM.
+// from DRAM. The sections' size is the least that meets those bounds unless the forward kernel's snaking rounds over
+// that order would leave a CTA's items more than 1% above the mean cost (an item's cost: its KV tiles and its own
+// work, rounds_load): then 1.5, 2, 3 and 4 times it are tried in turn and the order of the smallest largest total is
+// kept. (Modelled on the host, 132 CTAs: with 16 kv heads of one query head each, 16 x 4k and 4 x 4k tokens left
+// 7% and 16% above the mean at the least size, 0.8% and 1% at 1.5 times it; mixed batches 8-20%, 1.3-3%.)
 //
 // Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
 // keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
@@ -194,6 +198,58 @@ __device__ void for_each_item_of(const PlanArgs &a, const SeqRecord &r, const Se
     }
 }
 
+// Section budgets tried (see the plan kernel): 1, 1.5, 2, 3 and 4 times the least; and the grids whose CTAs' loads
+// the plan models (one unsigned long long of shared memory each).
+constexpr int kBudgets = 5;
+__device__ int64_t budget_of(int64_t least, int candidate)
+{
+    return least * (candidate < 3 ? 2 + candidate : 2 * candidate) / 2;
+}
+constexpr int kPlanMaxGrid = 1024;
+
+struct RoundsLoad {
+    unsigned long long most, sum;
+};
+
+// Each CTA's cost in the forward kernel's snaking rounds (scheduler.cuh's work_index) over the buckets' order, in
+// half KV tiles: an item's tiles, and about a tile and a half of its own work (entry, Q, the last P.V, the output).
+// The items of a bucket all cost the same, so the buckets' counts and starts give the loads without the list.
+__device__ RoundsLoad rounds_load(const PlanArgs &a, const Sections &sections, const int *counts, const int *start,
+                                  unsigned long long *load)
+{
+    const int grid = a.grid;
+    for (int c = threadIdx.x; c < grid; c += blockDim.x)
+        load[c] = 0;
+    __syncthreads();
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int bucket = threadIdx.x / 32; bucket < sections.count * sections.levels; bucket += warps) {
+        const int cost = 2 * (bucket % sections.levels) + 3;
+        const int64_t first = int64_t{start[bucket]} * a.group, end = first + int64_t{counts[bucket]} * a.group;
+        for (int64_t item = first + lane; item < end; item += 32) {
+            const int round = static_cast<int>(item / grid), position = static_cast<int>(item % grid);
+            atomicAdd(&load[round % 2 == 0 ? position : grid - 1 - position], static_cast<unsigned long long>(cost));
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        unsigned long long most = 0, sum = 0;
+        for (int c = threadIdx.x; c < grid; c += 32) {
+            most = max(most, load[c]);
+            sum += load[c];
+        }
+        for (int d = 16; d > 0; d /= 2) {
+            most = max(most, __shfl_xor_sync(0xffffffffu, most, d));
+            sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        }
+        if (threadIdx.x == 0) {
+            load[kPlanMaxGrid] = most;
+            load[kPlanMaxGrid + 1] = sum;
+        }
+    }
+    __syncthreads();
+    return {load[kPlanMaxGrid], load[kPlanMaxGrid + 1]};
+}
+
 template <int kBlockN>
 __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArgs a)
 {
@@ -203,10 +259,11 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     static_assert(FP_VARLEN_ERRORS <= 8, "a fault is b * 8 + error");
     __shared__ int first_fault;  // the least b * 8 + error over faulty sequences
     __shared__ Sections sections;
+    __shared__ int64_t least_budget;
+    __shared__ int listed;
+    __shared__ unsigned long long grid_load[kPlanMaxGrid + 2];  // each CTA's, then the largest and the sum
     ptx::griddepcontrol_launch_dependents();  // the forward kernel sets up meanwhile, then waits for this grid
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    for (int i = threadIdx.x; i < kVarlenMaxBuckets; i += blockDim.x)
-        buckets[i] = 0;
     if (threadIdx.x == 0)
         first_fault = INT_MAX;
     __syncthreads();
@@ -258,44 +315,74 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         int64_t budget = a.l2_bytes * 3 / 10;
         if (query_items > 0)
             budget = max(budget, bytes_total * kMinRounds * a.grid / query_items + 1);
-        budget = max(budget, bytes_total / (kVarlenMaxBuckets / a.levels) + 1);
-        sections = {budget, static_cast<int>(bytes_total / budget) + 1, a.levels, 0};
+        least_budget = max(budget, bytes_total / (kVarlenMaxBuckets / a.levels) + 1);
     }
     __syncthreads();
 
     auto tiles_of = [&](const SeqRecord &r, int m) {
         return kv_range_of<kVarlenTileRows, kBlockN>(m, r.seqlen_q, r.seqlen_k, a.causal);
     };
-    for (int b = warp; b < a.batch; b += warps) {
-        const SeqRecord r = a.records[b];
-        for_each_item_of(a, r, sections, lane, [&](int m, int, int section) {
-            const int tiles = tiles_of(r, m).end;
-            if (tiles > 0) {
-                atomicAdd(&buckets[sections.bucket(section, tiles)], 1);
-                atomicMax(&sections.last, section);
-            }
-        });
-    }
-    __syncthreads();
-
-    // start[bucket] = the items of the buckets before it in their order: an exclusive scan by warp 0, 32 buckets a
-    // step.
-    if (warp == 0) {
-        const int used = sections.count * sections.levels;
-        int carry = 0;
-        for (int base = 0; base < used; base += 32) {
-            const int i = base + lane, bucket = i < used ? sections.bucket_at(i) : 0;
-            const int own = i < used ? buckets[bucket] : 0;
-            const int inclusive = warp_inclusive_scan(own, lane);
-            if (i < used) {
-                start[bucket] = carry + inclusive - own;
-                buckets[bucket] = 0;
-            }
-            carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    // The buckets' counts and starts for sections of `budget` bytes (its direction from the items listed).
+    auto sort_with = [&](int64_t budget) {
+        if (threadIdx.x == 0)
+            sections = {budget, static_cast<int>(bytes_total / budget) + 1, a.levels, 0};
+        __syncthreads();
+        for (int i = threadIdx.x; i < sections.count * sections.levels; i += blockDim.x)
+            buckets[i] = 0;
+        __syncthreads();
+        for (int b = warp; b < a.batch; b += warps) {
+            const SeqRecord r = a.records[b];
+            for_each_item_of(a, r, sections, lane, [&](int m, int, int section) {
+                const int tiles = tiles_of(r, m).end;
+                if (tiles > 0) {
+                    atomicAdd(&buckets[sections.bucket(section, tiles)], 1);
+                    atomicMax(&sections.last, section);
+                }
+            });
         }
-        if (lane == 0)
-            *a.header = {FP_VARLEN_OK, 0, 0, carry};
+        __syncthreads();
+        // start[bucket] = the items of the buckets before it in their order: an exclusive scan by warp 0, 32
+        // buckets a step.
+        if (warp == 0) {
+            const int used = sections.count * sections.levels;
+            int carry = 0;
+            for (int base = 0; base < used; base += 32) {
+                const int i = base + lane, bucket = i < used ? sections.bucket_at(i) : 0;
+                const int own = i < used ? buckets[bucket] : 0;
+                const int inclusive = warp_inclusive_scan(own, lane);
+                if (i < used)
+                    start[bucket] = carry + inclusive - own;
+                carry += __shfl_sync(0xffffffffu, inclusive, 31);
+            }
+            if (lane == 0)
+                listed = carry;
+        }
+        __syncthreads();
+    };
+
+    // The least budget first (K and V within L2); while the snaking rounds over its order leave a CTA's items more
+    // than 1% above the mean cost, larger sections (budget_of), keeping the order of the smallest largest total.
+    int chosen = 0, sorted = 0;
+    unsigned long long best = ULLONG_MAX;
+    for (int c = 0; c < kBudgets; ++c) {
+        sort_with(budget_of(least_budget, c));
+        sorted = c;
+        if (a.grid > kPlanMaxGrid)
+            break;
+        const RoundsLoad load = rounds_load(a, sections, buckets, start, grid_load);
+        if (load.most < best) {
+            best = load.most;
+            chosen = c;
+        }
+        if (load.most * a.grid * 100 <= load.sum * 101)
+            break;
     }
+    if (chosen != sorted)
+        sort_with(budget_of(least_budget, chosen));
+    for (int i = threadIdx.x; i < sections.count * sections.levels; i += blockDim.x)
+        buckets[i] = 0;  // from here the place of each bucket's next item
+    if (threadIdx.x == 0)
+        *a.header = {FP_VARLEN_OK, 0, 0, listed};
     __syncthreads();
 
     for (int b = warp; b < a.batch; b += warps) {

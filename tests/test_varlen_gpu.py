@@ -232,12 +232,27 @@ def test_workspace_reused_and_calls_deterministic():
 PLAN_TILE_ROWS = 128  # the query rows of a plan entry (src/launch_common.h's FP_VARLEN_TILE_ROWS)
 
 
-@pytest.mark.parametrize("lengths", [[1536] * 4, [3000, 1000, 500, 700]], ids=str)
-def test_plan_lists_every_item_once(lengths):
+def _rounds_load(entries, grid):
+    """Each CTA's cost over the forward kernel's snaking rounds on the plan's list (one query head an entry here), as
+    the plan models it: an item of t KV tiles (the low half of word 7) costs 2 t + 3."""
+    load = np.zeros(grid, np.int64)
+    for item, entry in enumerate(entries):
+        round_, position = divmod(item, grid)
+        load[position if round_ % 2 == 0 else grid - 1 - position] += 2 * (int(entry[7]) & 0xFFFF) + 3
+    return load
+
+
+# (lengths, the bound on the largest CTA's cost over the mean): at the least section size the snaking rounds leave
+# 9.6% and 44% (the plan's model, 132 CTAs), at twice it (the plan's choice) 3.1% and 4.6%.
+PLAN_CASES = [([1536] * 4, 1.05), ([3000, 1000, 500, 700], 1.08)]
+
+
+@pytest.mark.parametrize("lengths, bound", PLAN_CASES, ids=str)
+def test_plan_lists_every_item_once(lengths, bound):
     """More items than SMs (16 kv heads, a query head each, bf16: several rounds, L2 sections): the plan's list, read
     back from the workspace (16 bytes of header: error, sequence, value, entries; then 32 bytes an entry, the
-    sequence, query tile and kv head at words 4-6), holds every (sequence, query tile, kv head) once, and the output
-    is right."""
+    sequence, query tile and kv head at words 4-6), holds every (sequence, query tile, kv head) once, its rounds
+    leave no CTA above `bound` x the mean cost (the plan tried larger sections), and the output is right."""
     seed = _seed()
     rng = np.random.default_rng(seed)
     case = vc.varlen_case(rng, lengths, lengths, (16, 16), (128, 128), "bf16")
@@ -253,6 +268,10 @@ def test_plan_lists_every_item_once(lengths):
                       for h in range(16))
     assert error == 0 and listed == expected, \
         f"seed {seed}: the plan listed {count} entries, {len(set(listed))} distinct, of {len(expected)}"
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    assert count > sms, f"{count} entries: not more than the grid's {sms} CTAs"
+    load = _rounds_load(entries, sms)
+    assert load.max() <= bound * load.mean(), f"the largest CTA's cost {load.max() / load.mean():.4f} x the mean"
     assert ga.equal(out[case.cu_q[-1]:], tail), f"seed {seed}: rows past cu_seqlens_q[batch] were written"
     ref, ref_lse = case.reference(True)
     host, host_lse = ga.host_f64(out), cp.asnumpy(lse).astype(np.float64)
