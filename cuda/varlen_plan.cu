@@ -6,10 +6,11 @@
 // section the items sorted by the KV tiles they visit, costliest first in the last section and every second one
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
 // from DRAM. The sections' size is the least that meets those bounds unless the forward kernel's snaking rounds over
-// that order would leave a CTA's items more than 1% above the mean cost (an item's cost: its KV tiles and its own
-// work, rounds_load): then 1.5, 2, 3 and 4 times it are tried in turn and the order of the smallest largest total is
-// kept. (Modelled on the host, 132 CTAs: with 16 kv heads of one query head each, 16 x 4k and 4 x 4k tokens left
-// 7% and 16% above the mean at the least size, 0.8% and 1% at 1.5 times it; mixed batches 8-20%, 1.3-3%.)
+// that order would leave a CTA's items more than 2% above the mean cost (an item's cost: its KV tiles and its own
+// work, rounds_load): then sizes up to twice it are tried in turn, until one leaves at most 1%, and the order of the
+// smallest largest total is kept. (Modelled on the host, 132 CTAs: with 16 kv heads of one query head each, 16 x 4k
+// and 4 x 4k tokens left 7% and 15-16% above the mean at the least size, 0.1-0.7% and 1-1.4% so; mixed batches
+// 3-10%, 1.4-1.6%.)
 //
 // Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
 // keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
@@ -198,12 +199,13 @@ __device__ void for_each_item_of(const PlanArgs &a, const SeqRecord &r, const Se
     }
 }
 
-// Section budgets tried (see the plan kernel): 1, 1.5, 2, 3 and 4 times the least; and the grids whose CTAs' loads
-// the plan models (one unsigned long long of shared memory each).
-constexpr int kBudgets = 5;
+// Section budgets tried (see the plan kernel): 1, 1.125, 1.25, 1.375, 1.5, 1.75 and 2 times the least (the smaller
+// the sections, the more of their K and V stays in L2); and the grids whose CTAs' loads the plan models (one
+// unsigned long long of shared memory each).
+constexpr int kBudgets = 7;
 __device__ int64_t budget_of(int64_t least, int candidate)
 {
-    return least * (candidate < 3 ? 2 + candidate : 2 * candidate) / 2;
+    return least * (candidate < 5 ? 8 + candidate : 4 + 2 * candidate) / 8;
 }
 constexpr int kPlanMaxGrid = 1024;
 
@@ -360,8 +362,9 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         __syncthreads();
     };
 
-    // The least budget first (K and V within L2); while the snaking rounds over its order leave a CTA's items more
-    // than 1% above the mean cost, larger sections (budget_of), keeping the order of the smallest largest total.
+    // The least budget first (K and V within L2); where the snaking rounds over its order leave a CTA's items more
+    // than 2% above the mean cost, larger sections (budget_of) until one leaves at most 1%, keeping the order of the
+    // smallest largest total.
     int chosen = 0, sorted = 0;
     unsigned long long best = ULLONG_MAX;
     for (int c = 0; c < kBudgets; ++c) {
@@ -374,7 +377,7 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
             best = load.most;
             chosen = c;
         }
-        if (load.most * a.grid * 100 <= load.sum * 101)
+        if (load.most * a.grid * 100 <= load.sum * (c == 0 ? 102 : 101))
             break;
     }
     if (chosen != sorted)

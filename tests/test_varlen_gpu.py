@@ -243,7 +243,7 @@ def _rounds_load(entries, grid):
 
 
 # (lengths, the bound on the largest CTA's cost over the mean): at the least section size the snaking rounds leave
-# 9.6% and 44% (the plan's model, 132 CTAs), at twice it (the plan's choice) 3.1% and 4.6%.
+# 9.6% and 44% (the plan's model, 132 CTAs), at the sizes the plan picks (1.25 and 1.75 times it) 3.1% and 4.6%.
 PLAN_CASES = [([1536] * 4, 1.05), ([3000, 1000, 500, 700], 1.08)]
 
 
