@@ -16,6 +16,7 @@ import gpu_arrays as ga
 import markers
 import shapes
 import varlen_cases as vc
+import varlen_plan_model as plan_model
 from flashprefill import reference
 
 cp = pytest.importorskip("cupy", reason=markers.NO_CUPY)
@@ -229,30 +230,19 @@ def test_workspace_reused_and_calls_deterministic():
         f"seed {seed}: repeated calls differ"
 
 
-PLAN_TILE_ROWS = 128  # the query rows of a plan entry (src/launch_common.h's FP_VARLEN_TILE_ROWS)
-
-
-def _rounds_load(entries, grid):
-    """Each CTA's cost over the forward kernel's snaking rounds on the plan's list (one query head an entry here), as
-    the plan models it: an item of t KV tiles (the low half of word 7) costs 2 t + 3."""
-    load = np.zeros(grid, np.int64)
-    for item, entry in enumerate(entries):
-        round_, position = divmod(item, grid)
-        load[position if round_ % 2 == 0 else grid - 1 - position] += 2 * (int(entry[7]) & 0xFFFF) + 3
-    return load
-
-
 # (lengths, the bound on the largest CTA's cost over the mean): at the least section size the snaking rounds leave
-# 9.6% and 44% (the plan's model, 132 CTAs), at the sizes the plan picks (1.25 and 1.75 times it) 3.1% and 4.6%.
+# 9.6% and 44% (tests/varlen_plan_model.py, 132 CTAs), at the sizes the plan picks (1.25 and 1.75 times it) 3.1% and
+# 4.6%.
 PLAN_CASES = [([1536] * 4, 1.05), ([3000, 1000, 500, 700], 1.08)]
 
 
 @pytest.mark.parametrize("lengths, bound", PLAN_CASES, ids=str)
-def test_plan_lists_every_item_once(lengths, bound):
+def test_plan_lists_every_item_once_in_the_modelled_order(lengths, bound):
     """More items than SMs (16 kv heads, a query head each, bf16: several rounds, L2 sections): the plan's list, read
     back from the workspace (16 bytes of header: error, sequence, value, entries; then 32 bytes an entry, the
-    sequence, query tile and kv head at words 4-6), holds every (sequence, query tile, kv head) once, its rounds
-    leave no CTA above `bound` x the mean cost (the plan tried larger sections), and the output is right."""
+    sequence, query tile and kv head at words 4-6, the KV tiles in the low half of word 7), holds every (sequence,
+    query tile, kv head) once, its tile counts in the order of the host model (sections, directions, the size picked
+    by the rounds' balance), whose rounds leave no CTA above `bound` x the mean cost; and the output is right."""
     seed = _seed()
     rng = np.random.default_rng(seed)
     case = vc.varlen_case(rng, lengths, lengths, (16, 16), (128, 128), "bf16")
@@ -264,14 +254,18 @@ def test_plan_lists_every_item_once(lengths, bound):
     error, _, _, count = (int(x) for x in cp.asnumpy(workspace[:16].view(cp.int32)))
     entries = cp.asnumpy(workspace[16:16 + 32 * count].view(cp.int32)).reshape(count, 8)
     listed = sorted(tuple(int(x) for x in e[4:7]) for e in entries)
-    expected = sorted((b, m, h) for b, n in enumerate(lengths) for m in range(-(-n // PLAN_TILE_ROWS))
+    expected = sorted((b, m, h) for b, n in enumerate(lengths) for m in range(-(-n // plan_model.TILE_ROWS))
                       for h in range(16))
     assert error == 0 and listed == expected, \
         f"seed {seed}: the plan listed {count} entries, {len(set(listed))} distinct, of {len(expected)}"
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    assert count > sms, f"{count} entries: not more than the grid's {sms} CTAs"
-    load = _rounds_load(entries, sms)
-    assert load.max() <= bound * load.mean(), f"the largest CTA's cost {load.max() / load.mean():.4f} x the mean"
+    device = cp.cuda.Device().attributes
+    grid = plan_model.grid_of(lengths, 16, device["MultiProcessorCount"])
+    order = [int(e[7]) & 0xFFFF for e in entries]
+    assert order == plan_model.plan_order(lengths, lengths, 16, 1, (128 + 128) * 2, 128, max(lengths), grid,
+                                          device["L2CacheSize"]), "the list's tile counts differ from the model's"
+    load = plan_model.rounds_load(order, 1, grid)
+    assert max(load) * grid <= bound * sum(load), \
+        f"the largest CTA's cost {max(load) * grid / sum(load):.4f} x the mean"
     assert ga.equal(out[case.cu_q[-1]:], tail), f"seed {seed}: rows past cu_seqlens_q[batch] were written"
     ref, ref_lse = case.reference(True)
     host, host_lse = ga.host_f64(out), cp.asnumpy(lse).astype(np.float64)
