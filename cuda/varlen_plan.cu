@@ -7,18 +7,19 @@
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
 // from DRAM. The sections' size is the least that meets those bounds unless the forward kernel's snaking rounds over
 // that order would leave a CTA's items more than 2% above the mean cost (an item's cost: its KV tiles and its own
-// work, rounds_load): then sizes up to twice it are tried in turn, until one leaves at most 1%, and the order of the
-// smallest largest total is kept. (Modelled on the host, 132 CTAs: with 16 kv heads of one query head each, 16 x 4k
-// and 4 x 4k tokens left 7% and 15-16% above the mean at the least size, 0.1-0.7% and 1-1.4% so; mixed batches
-// 3-10%, 1.4-1.6%.)
+// work, rounds_load): then sizes up to twice it are tried in turn, until one leaves at most 1% or the excess left is
+// worth less than further passes, and the order of the smallest largest total is kept. (Modelled on the host, 132
+// CTAs: with 16 kv heads of one query head each, 16 x 4k and 4 x 4k tokens left 7% and 16% above the mean at the
+// least size, 0.1% and 2.1% so; mixed batches 3-8%, 1.6-2.8%.)
 //
 // Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
 // keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
 // one path (a branch around their main loop took its wgmma descriptors out of the uniform registers).
 //
 // One CTA: the list has a few entries per sequence and kv head, and a CTA's shared memory holds the counting sort's
-// buckets, one per (section, KV tile count). On invalid arrays it lists nothing and writes NaN to every element of
-// out and lse, so that a caller who does not read the workspace back still sees the failure.
+// buckets, one per (section, KV tile count). Its walks go per (sequence, run of kv heads in one section, query tile),
+// not per item. On invalid arrays it lists nothing and writes NaN to every element of out and lse, so that a caller
+// who does not read the workspace back still sees the failure.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -127,12 +128,12 @@ __device__ void poison_outputs(const PlanArgs &a)
 {
     const __nv_bfloat16 nan = __float2bfloat16(NAN);
     const int64_t elements = static_cast<int64_t>(a.total_q) * a.heads_q * a.dim_v;
-    for (int64_t i = threadIdx.x; i < elements; i += blockDim.x) {
+    for (int64_t i = threadIdx.x; i < elements; i += kPlanThreads) {
         const int64_t row = i / a.dim_v, d = i % a.dim_v;
         a.out[row / a.heads_q * a.out_stride_seq + row % a.heads_q * a.out_stride_head + d] = nan;
     }
     if (a.lse != nullptr)
-        for (int64_t i = threadIdx.x; i < static_cast<int64_t>(a.total_q) * a.heads_q; i += blockDim.x)
+        for (int64_t i = threadIdx.x; i < static_cast<int64_t>(a.total_q) * a.heads_q; i += kPlanThreads)
             a.lse[i] = NAN;
 }
 
@@ -160,7 +161,7 @@ __device__ BlockScan block_scan(int64_t value, int64_t *warp_sums)
         warp_sums[warp] = inclusive;
     __syncthreads();
     int64_t before_warp = 0, total = 0;
-    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+    for (int w = 0; w < kPlanThreads / 32; ++w) {
         before_warp += w < warp ? warp_sums[w] : 0;
         total += warp_sums[w];
     }
@@ -187,15 +188,24 @@ struct Sections {
     }
 };
 
-// Each item (query tile m, kv head h) of sequence record r by the lanes of a warp: f(m, h, section).
+// The kv heads of sequence record r in runs of one section: f(section, first head, end head). A pair's K and V lie in
+// one section, so a sequence spans a few runs and the plan's walks are per (run, query tile), not per item.
 template <class F>
-__device__ void for_each_item_of(const PlanArgs &a, const SeqRecord &r, const Sections &sections, int lane, F &&f)
+__device__ void for_each_run_of(const PlanArgs &a, const SeqRecord &r, int64_t budget_bytes, F &&f)
 {
-    const int m_blocks = (r.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows;
     const int64_t pair_bytes = r.seqlen_k * a.kv_row_bytes;
-    for (int i = lane; i < m_blocks * a.heads_kv; i += 32) {
-        const int h = i / m_blocks, m = i % m_blocks;
-        f(m, h, static_cast<int>((r.bytes_before + h * pair_bytes) / sections.budget_bytes));
+    if (pair_bytes == 0) {
+        f(static_cast<int>(r.bytes_before / budget_bytes), 0, a.heads_kv);
+        return;
+    }
+    for (int h = 0; h < a.heads_kv;) {
+        const int64_t first_byte = r.bytes_before + h * pair_bytes;
+        const int64_t section = first_byte / budget_bytes;
+        // the heads whose first byte lies before the next section's
+        const int64_t end = h + 1 + ((section + 1) * budget_bytes - 1 - first_byte) / pair_bytes;
+        const int h_end = static_cast<int>(min(end, int64_t{a.heads_kv}));
+        f(static_cast<int>(section), h, h_end);
+        h = h_end;
     }
 }
 
@@ -208,6 +218,8 @@ __device__ int64_t budget_of(int64_t least, int candidate)
     return least * (candidate < 5 ? 8 + candidate : 4 + 2 * candidate) / 8;
 }
 constexpr int kPlanMaxGrid = 1024;
+// A pass of the search (sort and rounds' loads, a few microseconds) in half KV tiles of one CTA's work.
+constexpr unsigned long long kPassHalfTiles = 8;
 
 struct RoundsLoad {
     unsigned long long most, sum;
@@ -215,41 +227,75 @@ struct RoundsLoad {
 
 // Each CTA's cost in the forward kernel's snaking rounds (scheduler.cuh's work_index) over the buckets' order, in
 // half KV tiles: an item's tiles, and about a tile and a half of its own work (entry, Q, the last P.V, the output).
-// The items of a bucket all cost the same, so the buckets' counts and starts give the loads without the list.
+// A bucket's items cost the same and lie in a range of the list: whole rounds add to every CTA, its first and last
+// rounds' parts to a range of CTAs (differences over the CTAs, summed once). A CTA's cost fits 32 bits (a million
+// query tiles of 8192 KV tiles, over 132 CTAs, is 2^26), which the differences wrap around; shared memory's 64-bit
+// atomics are compare-and-swap loops.
 __device__ RoundsLoad rounds_load(const PlanArgs &a, const Sections &sections, const int *counts, const int *start,
-                                  unsigned long long *load)
+                                  unsigned *difference)
 {
-    const int grid = a.grid;
-    for (int c = threadIdx.x; c < grid; c += blockDim.x)
-        load[c] = 0;
+    constexpr int kWarps = kPlanThreads / 32;
+    __shared__ unsigned every;
+    __shared__ unsigned long long warp_sums[kWarps], warp_most[kWarps];
+    __shared__ int64_t scan_sums[kWarps];
+    const int grid = a.grid, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int c = threadIdx.x; c <= grid; c += kPlanThreads)
+        difference[c] = 0;
+    if (threadIdx.x == 0)
+        every = 0;
     __syncthreads();
-    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    for (int bucket = threadIdx.x / 32; bucket < sections.count * sections.levels; bucket += warps) {
-        const int cost = 2 * (bucket % sections.levels) + 3;
+    // cost to the CTAs of positions [first, end) of round `round`, in a round's order
+    auto add_positions = [&](int64_t round, int first, int end, unsigned cost) {
+        const bool reversed = round % 2 != 0;
+        atomicAdd(&difference[reversed ? grid - end : first], cost);
+        atomicAdd(&difference[reversed ? grid - first : end], 0u - cost);
+    };
+    unsigned long long own_sum = 0;
+    for (int bucket = threadIdx.x; bucket < sections.count * sections.levels; bucket += kPlanThreads) {
+        if (counts[bucket] == 0)
+            continue;
+        const unsigned cost = 2 * (bucket % sections.levels) + 3;
         const int64_t first = int64_t{start[bucket]} * a.group, end = first + int64_t{counts[bucket]} * a.group;
-        for (int64_t item = first + lane; item < end; item += 32) {
-            const int round = static_cast<int>(item / grid), position = static_cast<int>(item % grid);
-            atomicAdd(&load[round % 2 == 0 ? position : grid - 1 - position], static_cast<unsigned long long>(cost));
+        own_sum += static_cast<unsigned long long>(cost) * (end - first);
+        const int64_t round_first = first / grid, round_last = (end - 1) / grid;
+        if (round_first == round_last) {
+            add_positions(round_first, static_cast<int>(first - round_first * grid),
+                          static_cast<int>(end - round_first * grid), cost);
+            continue;
         }
+        add_positions(round_first, static_cast<int>(first - round_first * grid), grid, cost);
+        add_positions(round_last, 0, static_cast<int>(end - round_last * grid), cost);
+        if (round_last - round_first > 1)
+            atomicAdd(&every, cost * static_cast<unsigned>(round_last - round_first - 1));
     }
+    for (int d = 16; d > 0; d /= 2)
+        own_sum += __shfl_xor_sync(0xffffffffu, own_sum, d);
+    if (lane == 0)
+        warp_sums[warp] = own_sum;
     __syncthreads();
-    if (threadIdx.x < 32) {
-        unsigned long long most = 0, sum = 0;
-        for (int c = threadIdx.x; c < grid; c += 32) {
-            most = max(most, load[c]);
-            sum += load[c];
-        }
-        for (int d = 16; d > 0; d /= 2) {
-            most = max(most, __shfl_xor_sync(0xffffffffu, most, d));
-            sum += __shfl_xor_sync(0xffffffffu, sum, d);
-        }
-        if (threadIdx.x == 0) {
-            load[kPlanMaxGrid] = most;
-            load[kPlanMaxGrid + 1] = sum;
-        }
+    // each thread's CTAs (consecutive), their loads from the differences' prefix sums
+    constexpr int kPerThread = (kPlanMaxGrid + kPlanThreads - 1) / kPlanThreads;
+    const int c0 = threadIdx.x * kPerThread;
+    unsigned own = 0;
+    for (int c = c0; c < min(c0 + kPerThread, grid); ++c)
+        own += difference[c];
+    unsigned running = every + static_cast<unsigned>(block_scan(own, scan_sums).before), own_most = 0;
+    for (int c = c0; c < min(c0 + kPerThread, grid); ++c) {
+        running += difference[c];
+        own_most = max(own_most, running);
     }
+    for (int d = 16; d > 0; d /= 2)
+        own_most = max(own_most, __shfl_xor_sync(0xffffffffu, own_most, d));
+    if (lane == 0)
+        warp_most[warp] = own_most;
     __syncthreads();
-    return {load[kPlanMaxGrid], load[kPlanMaxGrid + 1]};
+    RoundsLoad load{0, 0};
+    for (int w = 0; w < kWarps; ++w) {
+        load.most = max(load.most, warp_most[w]);
+        load.sum += warp_sums[w];
+    }
+    __syncthreads();  // warp_most and warp_sums reusable
+    return load;
 }
 
 template <int kBlockN>
@@ -263,17 +309,17 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     __shared__ Sections sections;
     __shared__ int64_t least_budget;
     __shared__ int listed;
-    __shared__ unsigned long long grid_load[kPlanMaxGrid + 2];  // each CTA's, then the largest and the sum
+    __shared__ unsigned grid_difference[kPlanMaxGrid + 1];
     ptx::griddepcontrol_launch_dependents();  // the forward kernel sets up meanwhile, then waits for this grid
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = kPlanThreads / 32;
     if (threadIdx.x == 0)
         first_fault = INT_MAX;
     __syncthreads();
 
     // Each sequence's offsets and lengths checked, its record written with the K and V bytes before it (a thread a
-    // sequence, blockDim.x sequences a step); the items counted.
+    // sequence, kPlanThreads sequences a step); the items counted.
     int64_t bytes_total = 0, items_total = 0;
-    for (int base = 0; base < a.batch; base += blockDim.x) {
+    for (int base = 0; base < a.batch; base += kPlanThreads) {
         const int b = base + threadIdx.x;
         SeqCheck c{FP_VARLEN_OK};
         if (b < a.batch) {
@@ -324,47 +370,52 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     auto tiles_of = [&](const SeqRecord &r, int m) {
         return kv_range_of<kVarlenTileRows, kBlockN>(m, r.seqlen_q, r.seqlen_k, a.causal);
     };
-    // The buckets' counts and starts for sections of `budget` bytes (its direction from the items listed).
+    // The buckets' counts and starts for sections of `budget` bytes (its direction from the items listed): a warp a
+    // sequence, its lanes over query tiles, each run of heads counted at once.
     auto sort_with = [&](int64_t budget) {
         if (threadIdx.x == 0)
             sections = {budget, static_cast<int>(bytes_total / budget) + 1, a.levels, 0};
         __syncthreads();
-        for (int i = threadIdx.x; i < sections.count * sections.levels; i += blockDim.x)
+        const int used = sections.count * sections.levels;
+        for (int i = threadIdx.x; i < used; i += kPlanThreads)
             buckets[i] = 0;
         __syncthreads();
         for (int b = warp; b < a.batch; b += warps) {
             const SeqRecord r = a.records[b];
-            for_each_item_of(a, r, sections, lane, [&](int m, int, int section) {
-                const int tiles = tiles_of(r, m).end;
-                if (tiles > 0) {
-                    atomicAdd(&buckets[sections.bucket(section, tiles)], 1);
-                    atomicMax(&sections.last, section);
+            const int m_blocks = (r.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows;
+            for_each_run_of(a, r, budget, [&](int section, int h_first, int h_end) {
+                for (int m = lane; m < m_blocks; m += 32) {
+                    const int tiles = tiles_of(r, m).end;
+                    if (tiles > 0)
+                        atomicAdd(&buckets[sections.bucket(section, tiles)], h_end - h_first);
                 }
+                // every sequence with queries and keys lists its last query tile
+                if (lane == 0 && m_blocks > 0 && r.seqlen_k > 0 && h_end == a.heads_kv)
+                    atomicMax(&sections.last, section);
             });
         }
         __syncthreads();
-        // start[bucket] = the items of the buckets before it in their order: an exclusive scan by warp 0, 32
-        // buckets a step.
-        if (warp == 0) {
-            const int used = sections.count * sections.levels;
-            int carry = 0;
-            for (int base = 0; base < used; base += 32) {
-                const int i = base + lane, bucket = i < used ? sections.bucket_at(i) : 0;
-                const int own = i < used ? buckets[bucket] : 0;
-                const int inclusive = warp_inclusive_scan(own, lane);
-                if (i < used)
-                    start[bucket] = carry + inclusive - own;
-                carry += __shfl_sync(0xffffffffu, inclusive, 31);
-            }
-            if (lane == 0)
-                listed = carry;
+        // start[bucket] = the items of the buckets before it in their order: each thread a run of consecutive places
+        const int per_thread = (used + kPlanThreads - 1) / kPlanThreads, i0 = threadIdx.x * per_thread;
+        int own = 0;
+        for (int i = i0; i < min(i0 + per_thread, used); ++i)
+            own += buckets[sections.bucket_at(i)];
+        const BlockScan places = block_scan(own, warp_sums);
+        int next = static_cast<int>(places.before);
+        for (int i = i0; i < min(i0 + per_thread, used); ++i) {
+            const int bucket = sections.bucket_at(i);
+            start[bucket] = next;
+            next += buckets[bucket];
         }
+        if (threadIdx.x == 0)
+            listed = static_cast<int>(places.total);
         __syncthreads();
     };
 
     // The least budget first (K and V within L2); where the snaking rounds over its order leave a CTA's items more
     // than 2% above the mean cost, larger sections (budget_of) until one leaves at most 1%, keeping the order of the
-    // smallest largest total.
+    // smallest largest total. A pass costs about kPassHalfTiles of a CTA's work: the next is tried only while the
+    // best order's largest CTA is more than twice the passes made above the mean.
     int chosen = 0, sorted = 0;
     unsigned long long best = ULLONG_MAX;
     for (int c = 0; c < kBudgets; ++c) {
@@ -372,17 +423,19 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         sorted = c;
         if (a.grid > kPlanMaxGrid)
             break;
-        const RoundsLoad load = rounds_load(a, sections, buckets, start, grid_load);
+        const RoundsLoad load = rounds_load(a, sections, buckets, start, grid_difference);
         if (load.most < best) {
             best = load.most;
             chosen = c;
         }
-        if (load.most * a.grid * 100 <= load.sum * (c == 0 ? 102 : 101))
+        const unsigned long long grid = a.grid, passes = c + 1;
+        if (load.most * grid * 100 <= load.sum * (c == 0 ? 102 : 101) ||
+            best * grid <= load.sum + 2 * kPassHalfTiles * passes * grid)
             break;
     }
     if (chosen != sorted)
         sort_with(budget_of(least_budget, chosen));
-    for (int i = threadIdx.x; i < sections.count * sections.levels; i += blockDim.x)
+    for (int i = threadIdx.x; i < sections.count * sections.levels; i += kPlanThreads)
         buckets[i] = 0;  // from here the place of each bucket's next item
     if (threadIdx.x == 0)
         *a.header = {FP_VARLEN_OK, 0, 0, listed};
@@ -390,15 +443,21 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
 
     for (int b = warp; b < a.batch; b += warps) {
         const SeqRecord r = a.records[b];
-        for_each_item_of(a, r, sections, lane, [&](int m, int kv_head, int section) {
-            const KvRange range = tiles_of(r, m);
-            if (range.end == 0) {
-                write_keyless(a, r, m, kv_head);
-                return;
+        const int m_blocks = (r.seqlen_q + kVarlenTileRows - 1) / kVarlenTileRows;
+        for_each_run_of(a, r, sections.budget_bytes, [&](int section, int h_first, int h_end) {
+            for (int m = lane; m < m_blocks; m += 32) {
+                const KvRange range = tiles_of(r, m);
+                if (range.end == 0) {
+                    for (int h = h_first; h < h_end; ++h)
+                        write_keyless(a, r, m, h);
+                    continue;
+                }
+                const int bucket = sections.bucket(section, range.end);
+                VarlenTile *place = a.tiles + start[bucket] + atomicAdd(&buckets[bucket], h_end - h_first);
+                for (int h = h_first; h < h_end; ++h)
+                    *place++ = {r.q_start, r.k_start, r.seqlen_q, r.seqlen_k, b, m, h,
+                                range.end | range.mask_from << 16};
             }
-            const int bucket = sections.bucket(section, range.end);
-            a.tiles[start[bucket] + atomicAdd(&buckets[bucket], 1)] = {
-                r.q_start, r.k_start, r.seqlen_q, r.seqlen_k, b, m, kv_head, range.end | range.mask_from << 16};
         });
     }
 }

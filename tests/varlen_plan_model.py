@@ -6,6 +6,7 @@ TILE_ROWS = 128  # the query rows of an entry (src/launch_common.h's FP_VARLEN_T
 MAX_BUCKETS = 8192  # cuda/varlen_plan.cuh's kVarlenMaxBuckets
 MAX_GRID = 1024  # the plan's kPlanMaxGrid: larger grids take the least section size
 EIGHTHS = (8, 9, 10, 11, 12, 14, 16)  # the section sizes tried, in eighths of the least
+PASS_HALF_TILES = 8  # the plan's kPassHalfTiles: a further size while the best excess is over twice this a pass
 
 
 def kv_tiles(m, seqlen_q, seqlen_k, block_n):
@@ -75,6 +76,7 @@ def plan_order(lengths_q, lengths_k, heads_kv, group, row_bytes, block_n, max_se
         load = rounds_load(order, group, grid)
         if best is None or max(load) < best[0]:
             best = (max(load), order)
-        if max(load) * grid * 100 <= sum(load) * (102 if c == 0 else 101):
+        if (max(load) * grid * 100 <= sum(load) * (102 if c == 0 else 101)
+                or best[0] * grid <= sum(load) + 2 * PASS_HALF_TILES * (c + 1) * grid):
             break
     return best[1]

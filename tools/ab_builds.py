@@ -106,6 +106,8 @@ def cases(torch, fp):
         table[f"mla mixed 64k {kind}"] = (flops(mixed, 16, 192), varlen(mixed, 16, 16, 192, kind))
         table[f"hd128 16x4k varlen {kind}"] = (flops([4096] * 16, 32, 128), varlen([4096] * 16, 32, 8, 128, kind))
         table[f"mla 16x4k varlen {kind}"] = (flops([4096] * 16, 16, 192), varlen([4096] * 16, 16, 16, 192, kind))
+        table[f"hd128 16x1k varlen {kind}"] = (flops([1024] * 16, 32, 128), varlen([1024] * 16, 32, 8, 128, kind))
+        table[f"mla 16x1k varlen {kind}"] = (flops([1024] * 16, 16, 192), varlen([1024] * 16, 16, 16, 192, kind))
         table[f"hd128 4kx4 dense {kind}"] = (flops([4096] * 4, 32, 128), dense(4, 4096, 32, 8, 128, kind))
         table[f"hd128 16k dense {kind}"] = (flops([16384], 32, 128), dense(1, 16384, 32, 8, 128, kind))
         table[f"mla 16k dense {kind}"] = (flops([16384], 16, 192), dense(1, 16384, 16, 16, 192, kind))
