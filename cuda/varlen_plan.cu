@@ -7,10 +7,10 @@
 // before it, cheapest first in the others. Without sections every round read the K and V of all sequences again
 // from DRAM. The sections' size is the least that meets those bounds unless the forward kernel's snaking rounds over
 // that order would leave a CTA's items more than 2% above the mean cost (an item's cost: its KV tiles and its own
-// work, rounds_load): then sizes up to twice it are tried in turn, until one leaves at most 1% or the excess left is
-// worth less than further passes, and the order of the smallest largest total is kept. (Modelled on the host, 132
-// CTAs: with 16 kv heads of one query head each, 16 x 4k and 4 x 4k tokens left 7% and 16% above the mean at the
-// least size, 0.1% and 2.1% so; mixed batches 3-8%, 1.6-2.8%.)
+// work, rounds_load): then sizes up to twice it are tried in turn while each saves more than a pass costs, until one
+// leaves at most 1% or the excess left is worth less than further passes. (Modelled on the host, 132 CTAs: with 16
+// kv heads of one query head each, 16 x 4k and 4 x 4k tokens left 7% and 16% above the mean at the least size, 0.1%
+// and 2.1% so; the 64k mixed batch in bf16 8%, 1.6%.)
 //
 // Query tiles that see no key (a sequence without keys, or causal rows above the diagonal of one with more queries than
 // keys) are not listed: the plan writes their out 0 and lse -inf itself, so that the forward kernel's consumers have
@@ -415,7 +415,9 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
     // The least budget first (K and V within L2); where the snaking rounds over its order leave a CTA's items more
     // than 2% above the mean cost, larger sections (budget_of) until one leaves at most 1%, keeping the order of the
     // smallest largest total. A pass costs about kPassHalfTiles of a CTA's work: the next is tried only while the
-    // best order's largest CTA is more than twice the passes made above the mean.
+    // best order's largest CTA is more than twice the passes made above the mean, and a larger size is kept only
+    // where it saves more than a pass (its larger sections keep less K and V in L2, which the loads do not see);
+    // the first that does not ends the search.
     int chosen = 0, sorted = 0;
     unsigned long long best = ULLONG_MAX;
     for (int c = 0; c < kBudgets; ++c) {
@@ -424,12 +426,13 @@ __global__ void __launch_bounds__(kPlanThreads) varlen_plan_kernel(const PlanArg
         if (a.grid > kPlanMaxGrid)
             break;
         const RoundsLoad load = rounds_load(a, sections, buckets, start, grid_difference);
-        if (load.most < best) {
+        const bool better = c == 0 || load.most + kPassHalfTiles < best;
+        if (better) {
             best = load.most;
             chosen = c;
         }
         const unsigned long long grid = a.grid, passes = c + 1;
-        if (load.most * grid * 100 <= load.sum * (c == 0 ? 102 : 101) ||
+        if (!better || load.most * grid * 100 <= load.sum * (c == 0 ? 102 : 101) ||
             best * grid <= load.sum + 2 * kPassHalfTiles * passes * grid)
             break;
     }

@@ -74,9 +74,10 @@ def plan_order(lengths_q, lengths_k, heads_kv, group, row_bytes, block_n, max_se
         if grid > MAX_GRID or not search:
             return order
         load = rounds_load(order, group, grid)
-        if best is None or max(load) < best[0]:
+        better = best is None or max(load) + PASS_HALF_TILES < best[0]
+        if better:
             best = (max(load), order)
-        if (max(load) * grid * 100 <= sum(load) * (102 if c == 0 else 101)
+        if (not better or max(load) * grid * 100 <= sum(load) * (102 if c == 0 else 101)
                 or best[0] * grid <= sum(load) + 2 * PASS_HALF_TILES * (c + 1) * grid):
             break
     return best[1]

@@ -78,15 +78,20 @@ def cases(torch, fp):
             return (q.div(4).to(fp8), *codes), dict(zip(("q_descale", "k_descale", "v_descale"), scales))
         return (q.div(4).to(fp8), *codes), dict(q_descale=one, k_descale=one, v_descale=one)
 
-    def varlen(lengths, heads_q, heads_kv, dim_qk, kind):
+    def varlen(lengths, heads_q, heads_kv, dim_qk, kind, keys=None):
+        """keys: each sequence's keys where they outnumber its queries (chunked prefill; per-tensor kinds)."""
         def make():
             (q, k, v), kw = inputs((sum(lengths),), heads_q, heads_kv, dim_qk, kind, lengths)
             cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=dev)
-            longest = max(lengths)
+            cu_k, longest, longest_k = cu, max(lengths), max(lengths)
+            if keys is not None:
+                (_, k, v), kw = inputs((sum(keys),), heads_q, heads_kv, dim_qk, kind)
+                cu_k = torch.tensor([0, *itertools.accumulate(keys)], dtype=torch.int32, device=dev)
+                longest_k = max(keys)
             outs = {name: torch.empty(q.shape[:2] + (128,), dtype=torch.bfloat16, device=dev) for name in "AB"}
-            space = fp.varlen_workspace_bytes(q, k, v, cu, cu, longest, longest, **kw)
+            space = fp.varlen_workspace_bytes(q, k, v, cu, cu_k, longest, longest_k, **kw)
             ws = {name: torch.empty(space, dtype=torch.uint8, device=dev) for name in "AB"}
-            return lambda name: (lambda: fp.attention_varlen(q, k, v, cu, cu, longest, longest, causal=True,
+            return lambda name: (lambda: fp.attention_varlen(q, k, v, cu, cu_k, longest, longest_k, causal=True,
                                                              out=outs[name], workspace=ws[name], **kw)), outs
         return make
 
@@ -108,6 +113,8 @@ def cases(torch, fp):
         table[f"mla 16x4k varlen {kind}"] = (flops([4096] * 16, 16, 192), varlen([4096] * 16, 16, 16, 192, kind))
         table[f"hd128 16x1k varlen {kind}"] = (flops([1024] * 16, 32, 128), varlen([1024] * 16, 32, 8, 128, kind))
         table[f"mla 16x1k varlen {kind}"] = (flops([1024] * 16, 16, 192), varlen([1024] * 16, 16, 16, 192, kind))
+        chunk = sum((32768 ** 2 - 30720 ** 2) * 16 * (192 + 128) for _ in range(4))  # 2k new queries on 30k cached
+        table[f"mla chunk 2k on 30k {kind}"] = (chunk, varlen([2048] * 4, 16, 16, 192, kind, keys=[32768] * 4))
         table[f"hd128 4kx4 dense {kind}"] = (flops([4096] * 4, 32, 128), dense(4, 4096, 32, 8, 128, kind))
         table[f"hd128 16k dense {kind}"] = (flops([16384], 32, 128), dense(1, 16384, 32, 8, 128, kind))
         table[f"mla 16k dense {kind}"] = (flops([16384], 16, 192), dense(1, 16384, 16, 16, 192, kind))
