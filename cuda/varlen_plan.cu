@@ -211,7 +211,7 @@ __device__ void for_each_run_of(const PlanArgs &a, const SeqRecord &r, int64_t b
 
 // Section budgets tried (see the plan kernel): 1, 1.125, 1.25, 1.375, 1.5, 1.75 and 2 times the least (the smaller
 // the sections, the more of their K and V stays in L2); and the grids whose CTAs' loads the plan models (one
-// unsigned long long of shared memory each).
+// unsigned of shared memory each).
 constexpr int kBudgets = 7;
 __device__ int64_t budget_of(int64_t least, int candidate)
 {
@@ -229,7 +229,7 @@ struct RoundsLoad {
 // half KV tiles: an item's tiles, and about a tile and a half of its own work (entry, Q, the last P.V, the output).
 // A bucket's items cost the same and lie in a range of the list: whole rounds add to every CTA, its first and last
 // rounds' parts to a range of CTAs (differences over the CTAs, summed once). A CTA's cost fits 32 bits (a million
-// query tiles of 8192 KV tiles, over 132 CTAs, is 2^26), which the differences wrap around; shared memory's 64-bit
+// query items of 8192 KV tiles, over 132 CTAs, is 2^27), which the differences wrap around; shared memory's 64-bit
 // atomics are compare-and-swap loops.
 __device__ RoundsLoad rounds_load(const PlanArgs &a, const Sections &sections, const int *counts, const int *start,
                                   unsigned *difference)
