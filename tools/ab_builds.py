@@ -59,10 +59,13 @@ def cases(torch, fp):
     dev, fp8 = torch.device("cuda"), torch.float8_e4m3fn
     mixed = list(bench_varlen_cases.sample_lengths(65536, 1024, 16, 16384, 0))
 
-    def inputs(rows, heads_q, heads_kv, dim_qk, kind, blocks_of=None):
-        """q, k, v and their descale keywords; blocks_of: a varlen batch's lengths (its BlockScales' shape)."""
-        q, k, v = (torch.randn(rows + (h, d), device=dev) for h, d in ((heads_q, dim_qk), (heads_kv, dim_qk),
-                                                                          (heads_kv, 128)))
+    def inputs(rows, heads_q, heads_kv, dim_qk, kind, blocks_of=None, rows_k=None):
+        """q, k, v and their descale keywords; blocks_of: a varlen batch's lengths (its BlockScales' shape); rows_k:
+        k's and v's rows where they are not q's."""
+        rows_k = rows if rows_k is None else rows_k
+        q, k, v = (torch.randn(r + (h, d), device=dev) for r, h, d in ((rows, heads_q, dim_qk),
+                                                                         (rows_k, heads_kv, dim_qk),
+                                                                         (rows_k, heads_kv, 128)))
         if kind == "bf16":
             return (q.bfloat16(), k.bfloat16(), v.bfloat16()), {}
         one = torch.ones(1, device=dev)
@@ -81,13 +84,11 @@ def cases(torch, fp):
     def varlen(lengths, heads_q, heads_kv, dim_qk, kind, keys=None):
         """keys: each sequence's keys where they outnumber its queries (chunked prefill; per-tensor kinds)."""
         def make():
-            (q, k, v), kw = inputs((sum(lengths),), heads_q, heads_kv, dim_qk, kind, lengths)
-            cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=dev)
-            cu_k, longest, longest_k = cu, max(lengths), max(lengths)
-            if keys is not None:
-                (_, k, v), kw = inputs((sum(keys),), heads_q, heads_kv, dim_qk, kind)
-                cu_k = torch.tensor([0, *itertools.accumulate(keys)], dtype=torch.int32, device=dev)
-                longest_k = max(keys)
+            keys_of = lengths if keys is None else keys
+            (q, k, v), kw = inputs((sum(lengths),), heads_q, heads_kv, dim_qk, kind, lengths, (sum(keys_of),))
+            cu, cu_k = (torch.tensor([0, *itertools.accumulate(n)], dtype=torch.int32, device=dev)
+                        for n in (lengths, keys_of))
+            longest, longest_k = max(lengths), max(keys_of)
             outs = {name: torch.empty(q.shape[:2] + (128,), dtype=torch.bfloat16, device=dev) for name in "AB"}
             space = fp.varlen_workspace_bytes(q, k, v, cu, cu_k, longest, longest_k, **kw)
             ws = {name: torch.empty(space, dtype=torch.uint8, device=dev) for name in "AB"}
@@ -113,7 +114,7 @@ def cases(torch, fp):
         table[f"mla 16x4k varlen {kind}"] = (flops([4096] * 16, 16, 192), varlen([4096] * 16, 16, 16, 192, kind))
         table[f"hd128 16x1k varlen {kind}"] = (flops([1024] * 16, 32, 128), varlen([1024] * 16, 32, 8, 128, kind))
         table[f"mla 16x1k varlen {kind}"] = (flops([1024] * 16, 16, 192), varlen([1024] * 16, 16, 16, 192, kind))
-        chunk = sum((32768 ** 2 - 30720 ** 2) * 16 * (192 + 128) for _ in range(4))  # 2k new queries on 30k cached
+        chunk = 4 * (32768 ** 2 - 30720 ** 2) * 16 * (192 + 128)  # 4 x 2k new queries on 30k cached keys
         table[f"mla chunk 2k on 30k {kind}"] = (chunk, varlen([2048] * 4, 16, 16, 192, kind, keys=[32768] * 4))
         table[f"hd128 4kx4 dense {kind}"] = (flops([4096] * 4, 32, 128), dense(4, 4096, 32, 8, 128, kind))
         table[f"hd128 16k dense {kind}"] = (flops([16384], 32, 128), dense(1, 16384, 32, 8, 128, kind))
