@@ -16,13 +16,12 @@ import one_launch  # noqa: E402
 @pytest.mark.parametrize("page_size", [16, 64])
 def test_paged_rows_follow_the_table(page_size):
     lengths = [100, 1, 64, 17, 5]
-    table, num_pages = one_launch._page_table(lengths, page_size, device="cpu")
-    counts = [-(-n // page_size) for n in lengths]
-    assert num_pages == sum(counts)
-    used = torch.cat([table[b, :count] for b, count in enumerate(counts)])
-    assert sorted(used.tolist()) == list(range(num_pages)), "each page once"
     rows = torch.randn(sum(lengths), 2, 8)
-    cache = one_launch._paged(rows, lengths, page_size, table, num_pages)
+    cache, table = one_launch._paged(rows, lengths, page_size, seed=7)
+    counts = [-(-n // page_size) for n in lengths]
+    assert cache.shape == (sum(counts), page_size, 2, 8) and table.dtype == torch.int32
+    used = torch.cat([table[b, :count] for b, count in enumerate(counts)])
+    assert sorted(used.tolist()) == list(range(sum(counts))), "each page once"
     first = 0
     for b, n in enumerate(lengths):
         for key in range(n):

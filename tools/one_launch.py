@@ -13,6 +13,7 @@ import itertools
 
 import torch
 
+import bench_varlen_cases as cases
 import flashprefill as fp
 
 
@@ -30,25 +31,16 @@ def _codes_and_descales(args, x, blocks_of):
     return codes, scales
 
 
-def _page_table(lengths, page_size, device="cuda"):
-    """A block table (batch, max pages) int32 over a random permutation of the pages, and the count of pages."""
-    counts = [-(-n // page_size) for n in lengths]
-    order = torch.randperm(sum(counts), device=device).to(torch.int32)
-    table = torch.zeros((len(lengths), max(counts)), dtype=torch.int32, device=device)
-    for b, (first, count) in enumerate(zip(itertools.accumulate([0] + counts), counts)):
-        table[b, :count] = order[first:first + count]
-    return table, sum(counts)
-
-
-def _paged(rows, lengths, page_size, table, num_pages):
+def _paged(packed, lengths, page_size, seed):
     """The packed rows (total, heads, dim) of sequences of these lengths as a cache (num_pages, page_size, heads,
-    dim) laid out by the block table."""
-    cache = torch.zeros((num_pages, page_size) + tuple(rows.shape[1:]), dtype=rows.dtype, device=rows.device)
-    for b, (first, n) in enumerate(zip(itertools.accumulate([0] + lengths), lengths)):
-        for j in range(-(-n // page_size)):
-            keys = min(page_size, n - j * page_size)
-            cache[int(table[b, j]), :keys] = rows[first + j * page_size:first + j * page_size + keys]
-    return cache
+    dim), its pages in a random order, and its block table (int32, on packed's device): the benchmark's layout
+    (bench_varlen_cases.page_table, paged_rows)."""
+    table, num_pages = cases.page_table(lengths, page_size, seed)
+    rows = torch.from_numpy(cases.paged_rows(lengths, page_size, table)).to(packed.device)
+    cache = torch.zeros((num_pages * page_size,) + tuple(packed.shape[1:]), dtype=packed.dtype, device=packed.device)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[packed.element_size()]  # no index_put for every dtype
+    cache.view(bits)[rows] = packed.view(bits)
+    return cache.view((num_pages, page_size) + tuple(packed.shape[1:])), torch.from_numpy(table).to(packed.device)
 
 
 def _varlen_call(args):
@@ -60,7 +52,8 @@ def _varlen_call(args):
         raise SystemExit("--block-tokens must equal --page-size for a paged cache (one exponent per page)")
     if args.v_layout == "prepared":
         raise SystemExit("--v-layout prepared: the varlen kernels take v as every tensor")
-    table, num_pages = _page_table(lengths, args.page_size) if args.page_size else (None, 0)
+    seed = int(torch.randint(1 << 31, ()))
+    num_pages = sum(-(-n // args.page_size) for n in lengths) if args.page_size else 0
     x = {name: torch.randn((total, heads, dim), device="cuda")
          for name, heads, dim in (("q", args.heads, args.dim), ("k", heads_kv, args.dim), ("v", heads_kv, dim_v))}
 
@@ -76,7 +69,7 @@ def _varlen_call(args):
     cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device="cuda")
     k, v, cu_k = t["k"], t["v"], cu
     if args.page_size:
-        k, v = (_paged(t[name], lengths, args.page_size, table, num_pages) for name in "kv")
+        (k, table), (v, _) = (_paged(t[name], lengths, args.page_size, seed) for name in "kv")
         cu_k = None
         kwargs.update(block_table=table, seqused_k=torch.tensor(lengths, dtype=torch.int32, device="cuda"))
     return (t["q"], k, v, cu, cu_k, longest, longest), kwargs
