@@ -35,7 +35,7 @@ def rounds_load(order, group, grid):
 def _order(pairs, budget, levels):
     """The tile counts of the list in order for sections of `budget` bytes; pairs: (bytes before, [tiles of its
     entries])."""
-    count = pairs[-1][0] // budget + 2 if pairs else 1
+    count = pairs[-1][0] // budget + 1 if pairs else 1  # up to the last pair's section
     buckets = [[0] * levels for _ in range(count)]
     last = 0
     for before, tiles in pairs:
